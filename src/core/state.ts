@@ -1,0 +1,145 @@
+/**
+ * Per-session orchestration state (SPEC section 6): plain JSON, so every store can keep it.
+ */
+import { InvalidArgumentError } from './errors.js';
+
+/** Token usage summed over every model call of a session. */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/** The full state of one session, as stores keep it. Plain JSON. */
+export interface OrchestrationState {
+  sessionId: string;
+  /** Name of the active step; absent when no step is active. */
+  activeStep?: string;
+  /** Tool names, oldest first, newest last; repeats kept; at most `historyLimit` long. */
+  recentlyUsedTools: string[];
+  /** Position in the active step's sequence (0 = nothing done yet). */
+  sequenceIndex: number;
+  cumulativeTokenUsage: TokenUsage;
+  /** Milliseconds since the epoch. */
+  createdAt: number;
+  /** Milliseconds since the epoch of the last change to this state. */
+  lastAccessed: number;
+  /** Sliding time to live in milliseconds (0 = never expires). */
+  ttl: number;
+  /** Incremented by every write; stores use it for compare-and-set. */
+  version: number;
+  /**
+   * Identity of the latest user message already handled, so that `resetSequenceOn`
+   * fires once per new message however many times a turn asks for the allowed tools.
+   */
+  lastMessageKey?: string;
+}
+
+/** The AI-facing subset of the state (AgentDock's `AIOrchestrationState`). */
+export interface AIOrchestrationState {
+  sessionId: string;
+  activeStep?: string;
+  recentlyUsedTools: string[];
+  sequenceIndex: number;
+  cumulativeTokenUsage: TokenUsage;
+}
+
+/** Default sliding TTL of a session: 24 hours. */
+export const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** Default bound of `recentlyUsedTools`. */
+export const DEFAULT_HISTORY_LIMIT = 50;
+
+/** A new, empty state for `sessionId` at time `now`. */
+export function createState(sessionId: string, now: number, ttl: number = DEFAULT_SESSION_TTL_MS): OrchestrationState {
+  return {
+    sessionId,
+    recentlyUsedTools: [],
+    sequenceIndex: 0,
+    cumulativeTokenUsage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+    createdAt: now,
+    lastAccessed: now,
+    ttl,
+    version: 0,
+  };
+}
+
+/** The AI-facing subset of `state` (copies, so callers cannot change stored state). */
+export function toAIState(state: OrchestrationState): AIOrchestrationState {
+  const ai: AIOrchestrationState = {
+    sessionId: state.sessionId,
+    recentlyUsedTools: state.recentlyUsedTools.slice(),
+    sequenceIndex: state.sequenceIndex,
+    cumulativeTokenUsage: { ...state.cumulativeTokenUsage },
+  };
+  if (state.activeStep !== undefined) ai.activeStep = state.activeStep;
+  return ai;
+}
+
+/** Longest session id accepted, in UTF-16 code units. */
+export const MAX_SESSION_ID_LENGTH = 4096;
+
+/**
+ * Throws an {@link InvalidArgumentError} unless `sessionId` is a usable session id:
+ * a non-empty string of at most {@link MAX_SESSION_ID_LENGTH} characters.
+ */
+export function assertSessionId(sessionId: unknown, path = 'sessionId'): asserts sessionId is string {
+  if (typeof sessionId !== 'string') {
+    throw new InvalidArgumentError(path, `expected a string, got ${describeType(sessionId)}`);
+  }
+  if (sessionId.length === 0) {
+    throw new InvalidArgumentError(path, 'the session id is empty; pass a non-empty string');
+  }
+  if (sessionId.length > MAX_SESSION_ID_LENGTH) {
+    throw new InvalidArgumentError(
+      path,
+      `the session id is ${sessionId.length} characters long; the limit is ${MAX_SESSION_ID_LENGTH}`,
+    );
+  }
+}
+
+/** A short human description of a value's type, for error messages. */
+export function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : typeof value;
+}
+
+/**
+ * Checks that `value` is a well-formed {@link OrchestrationState} (as read back from a store
+ * or a token) and returns it; throws an {@link InvalidArgumentError} naming the bad field.
+ */
+export function assertState(value: unknown, path = 'state'): OrchestrationState {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(path, `expected an object, got ${describeType(value)}`);
+  }
+  const s = value as Record<string, unknown>;
+  const fail = (field: string, expected: string): never => {
+    throw new InvalidArgumentError(`${path}.${field}`, `expected ${expected}, got ${describeType(s[field])}`);
+  };
+  if (typeof s.sessionId !== 'string') fail('sessionId', 'a string');
+  if (s.activeStep !== undefined && typeof s.activeStep !== 'string') fail('activeStep', 'a string');
+  if (!Array.isArray(s.recentlyUsedTools) || !s.recentlyUsedTools.every((t) => typeof t === 'string')) {
+    fail('recentlyUsedTools', 'an array of strings');
+  }
+  if (!isCount(s.sequenceIndex)) fail('sequenceIndex', 'a non-negative integer');
+  const usage = s.cumulativeTokenUsage as Record<string, unknown> | undefined;
+  if (
+    typeof usage !== 'object' ||
+    usage === null ||
+    !isCount(usage.promptTokens) ||
+    !isCount(usage.completionTokens) ||
+    !isCount(usage.totalTokens)
+  ) {
+    fail('cumulativeTokenUsage', 'an object of non-negative integer token counts');
+  }
+  for (const field of ['createdAt', 'lastAccessed', 'ttl', 'version'] as const) {
+    if (!isCount(s[field])) fail(field, 'a non-negative integer');
+  }
+  if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string') fail('lastMessageKey', 'a string');
+  return value as OrchestrationState;
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}

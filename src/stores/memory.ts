@@ -1,0 +1,125 @@
+/**
+ * The in-process store: the library's default. Atomic because `update` reads, computes and
+ * writes without yielding to the event loop.
+ */
+import { InvalidArgumentError } from '../core/errors.js';
+import { assertSessionId, type OrchestrationState } from '../core/state.js';
+import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
+
+/** Options of {@link memoryStore}. */
+export interface MemoryStoreOptions extends StoreOptions {
+  /**
+   * How often expired sessions are swept, in milliseconds (default 60,000; 0 disables the
+   * timer, expired sessions are then dropped when touched or by `sweep()`). The timer is
+   * `unref`ed, so it never keeps the process alive.
+   */
+  sweepIntervalMs?: number;
+}
+
+interface Entry {
+  state: OrchestrationState;
+  /** Milliseconds since the epoch; `Infinity` when the session never expires. */
+  expiresAt: number;
+}
+
+/** Creates an in-memory {@link SessionStore} with sliding TTL and LRU eviction. */
+export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
+  const now = options.now ?? Date.now;
+  const maxSessions = options.maxSessions ?? Number.POSITIVE_INFINITY;
+  if (!(maxSessions >= 1)) {
+    throw new InvalidArgumentError('maxSessions', `expected a number >= 1, got ${String(options.maxSessions)}`);
+  }
+  // A Map iterates in insertion order; re-inserting on every access keeps the least
+  // recently used entry first, so eviction is O(1).
+  const entries = new Map<string, Entry>();
+  let closed = false;
+
+  const expiryOf = (state: OrchestrationState, at: number) =>
+    state.ttl > 0 ? at + state.ttl : Number.POSITIVE_INFINITY;
+
+  function live(sessionId: string, at: number): Entry | undefined {
+    const entry = entries.get(sessionId);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt <= at) {
+      entries.delete(sessionId);
+      return undefined;
+    }
+    return entry;
+  }
+
+  function touch(sessionId: string, entry: Entry, at: number) {
+    entry.expiresAt = expiryOf(entry.state, at);
+    entries.delete(sessionId);
+    entries.set(sessionId, entry);
+  }
+
+  function checkOpen() {
+    if (closed) throw new InvalidArgumentError('store', 'the memory store was closed');
+  }
+
+  function sweepNow(): number {
+    const at = now();
+    let removed = 0;
+    for (const [id, entry] of entries) {
+      if (entry.expiresAt <= at) {
+        entries.delete(id);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  const interval = options.sweepIntervalMs ?? 60_000;
+  const timer = interval > 0 ? setInterval(sweepNow, interval) : undefined;
+  timer?.unref?.();
+
+  return {
+    name: 'memory',
+    async get(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      const at = now();
+      const entry = live(sessionId, at);
+      if (entry === undefined) return undefined;
+      touch(sessionId, entry, at);
+      return entry.state;
+    },
+    async update(sessionId: string, fn: StateUpdater) {
+      assertSessionId(sessionId);
+      checkOpen();
+      const at = now();
+      const entry = live(sessionId, at);
+      const current = entry?.state;
+      const next = fn(current);
+      if (next === undefined || next === current) {
+        if (entry !== undefined) touch(sessionId, entry, at);
+        return current;
+      }
+      const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
+      entries.delete(sessionId);
+      entries.set(sessionId, { state: stored, expiresAt: expiryOf(stored, at) });
+      if (entries.size > maxSessions) {
+        // Evict the least recently used (first in iteration order).
+        for (const id of entries.keys()) {
+          if (entries.size <= maxSessions) break;
+          entries.delete(id);
+        }
+      }
+      return stored;
+    },
+    async delete(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      return entries.delete(sessionId);
+    },
+    async sweep() {
+      checkOpen();
+      return sweepNow();
+    },
+    async close() {
+      closed = true;
+      if (timer !== undefined) clearInterval(timer);
+      entries.clear();
+    },
+  };
+}

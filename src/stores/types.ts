@@ -1,0 +1,49 @@
+/**
+ * The contract every session store implements. Its core is one atomic read-modify-write,
+ * `update(sessionId, fn)`, so that two changes to one session, from one process or from
+ * many sharing a store, never lose either one (SPEC section 6).
+ */
+import type { OrchestrationState } from '../core/state.js';
+
+/**
+ * Computes the next state from the current one (`undefined` when the session does not
+ * exist or has expired). Return:
+ * - a new state object to store it;
+ * - `current` itself (the same reference) to change nothing (the store still renews the TTL);
+ * - `undefined` to change nothing and create nothing.
+ *
+ * Optimistic stores call it again when another writer got in first, so it must be pure:
+ * no I/O, no side effects, the same answer for the same input.
+ */
+export type StateUpdater = (current: OrchestrationState | undefined) => OrchestrationState | undefined;
+
+/** A place to keep session states. Implementations: memory, SQLite, Redis, PostgreSQL. */
+export interface SessionStore {
+  /** Short name used in errors and logs, e.g. `memory`, `redis`. */
+  readonly name: string;
+  /** The session's state, or `undefined` if there is none or it expired. Renews the TTL. */
+  get(sessionId: string): Promise<OrchestrationState | undefined>;
+  /**
+   * Atomically replaces the session's state with `fn(current)` and resolves to the state now
+   * stored (or `undefined` when none exists). The store sets `version` to the previous
+   * version plus one on every write, and the sliding expiry to now plus `state.ttl`
+   * (a `ttl` of 0 never expires).
+   */
+  update(sessionId: string, fn: StateUpdater): Promise<OrchestrationState | undefined>;
+  /** Removes the session; resolves to whether it existed. */
+  delete(sessionId: string): Promise<boolean>;
+  /** Removes expired sessions now and resolves to how many were removed. */
+  sweep(): Promise<number>;
+  /** Releases connections and timers. The store must not be used afterwards. */
+  close(): Promise<void>;
+}
+
+/** Options that every built-in store accepts. */
+export interface StoreOptions {
+  /**
+   * Evict the least recently used sessions beyond this many (default: unlimited).
+   */
+  maxSessions?: number;
+  /** The clock used for expiry, in milliseconds since the epoch (default `Date.now`). */
+  now?: () => number;
+}
