@@ -1,0 +1,32 @@
+/**
+ * Decides whether an integration test that needs a real service (Redis, PostgreSQL) runs.
+ * Tests never mock these services: when one is unreachable the test is skipped loudly, or
+ * fails when `BATON_REQUIRE_SERVICES=1` (CI, where a silent skip would hide a regression).
+ */
+
+/** True when the environment demands that every service-backed test actually runs. */
+export function servicesRequired(): boolean {
+  return process.env.BATON_REQUIRE_SERVICES === '1';
+}
+
+/**
+ * Runs `check` (which should throw when the service is unusable) and resolves to `false` when
+ * the service is available, or to a skip reason. Throws instead of skipping when
+ * `BATON_REQUIRE_SERVICES=1`.
+ */
+export async function serviceAvailable(
+  name: 'redis' | 'postgres',
+  check: () => Promise<void>,
+): Promise<string | false> {
+  try {
+    await check();
+    return false;
+  } catch (error) {
+    const reason = `${name} is unreachable (${error instanceof Error ? error.message : String(error)})`;
+    if (servicesRequired()) {
+      throw new Error(`BATON_REQUIRE_SERVICES=1 but ${reason}`, { cause: error });
+    }
+    console.warn(`SKIPPING ${name} tests: ${reason}; set BATON_REQUIRE_SERVICES=1 to make this a failure`);
+    return reason;
+  }
+}
