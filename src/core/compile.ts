@@ -1,0 +1,247 @@
+/**
+ * Compiling an orchestration config once into an immutable plan: patterns and regexes
+ * compiled, sequences as sets, steps looked up by name. Plans are cached by the identity
+ * of the config object, so calls that pass the same object never recompile.
+ */
+import { type ConditionRegistry, type ConditionTest, defaultConditionRegistry } from './conditions.js';
+import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import type { OrchestrationConfig, OrchestrationStep, StepCondition } from './schema.js';
+import { formatPath, TemplateConfigError, type TemplateIssue } from './template-issues.js';
+import { validateOrchestration } from './validate-template.js';
+
+/** One position of a sequence. */
+export interface SequenceSlot {
+  /** The alternatives, as written. */
+  readonly tools: readonly string[];
+  readonly set: ReadonlySet<string>;
+}
+
+/** The tools of one agent tool list as one step sees them; cached per list. */
+interface ToolView {
+  readonly source: readonly string[];
+  readonly permitted: readonly string[];
+  readonly positions: (readonly string[] | undefined)[];
+}
+
+/** A compiled step. */
+export interface CompiledStep {
+  readonly name: string;
+  readonly index: number;
+  readonly source: OrchestrationStep;
+  readonly description: string | undefined;
+  readonly instructions: string | undefined;
+  readonly conditions: readonly ConditionTest[];
+  readonly sequence: readonly SequenceSlot[];
+  readonly sequenceSets: readonly ReadonlySet<string>[];
+  readonly allowed: readonly CompiledPattern[];
+  readonly denied: readonly CompiledPattern[];
+  readonly resetOnNewMessage: boolean;
+  readonly resetOnOutOfSequence: boolean;
+  /** Conditions that reset the sequence when they hold for a new user message. */
+  readonly resetOnMessage: readonly ConditionTest[];
+  /** True when availableTools lets `tool` through (memoized). */
+  permits(tool: string): boolean;
+  /** The tools of `agentTools` this step permits, and per sequence position (cached per list). */
+  view(agentTools: readonly string[]): ToolView;
+}
+
+/** An immutable, compiled orchestration config. */
+export interface OrchestrationPlan {
+  readonly config: OrchestrationConfig;
+  readonly steps: readonly CompiledStep[];
+  /** Steps with at least one condition, in configuration order: the candidates of step selection. */
+  readonly conditionalSteps: readonly CompiledStep[];
+  readonly defaultStep: CompiledStep | undefined;
+  /** `historyLimit` of the config, if it sets one. */
+  readonly historyLimit: number | undefined;
+  /** True when some condition reads the user message. */
+  readonly readsMessages: boolean;
+  /** Tool names the config mentions by exact name (sequences, conditions, allowed). */
+  readonly referencedTools: readonly string[];
+  /** Warnings found when the config was validated. */
+  readonly warnings: readonly TemplateIssue[];
+  /** The step called `name`. */
+  step(name: string | undefined): CompiledStep | undefined;
+  /** `agentTools` as a frozen list, cached (the answer when no step is active). */
+  allTools(agentTools: readonly string[]): readonly string[];
+}
+
+/** Options of {@link compileOrchestration}. */
+export interface CompileOptions {
+  /** Condition types (default: built-ins plus registered types). */
+  conditions?: ConditionRegistry;
+  /** The agent's tools, for the checks that tools exist. */
+  tools?: readonly string[];
+  /** Shown in errors. */
+  file?: string;
+}
+
+const planCache = new WeakMap<ConditionRegistry, WeakMap<object, OrchestrationPlan>>();
+const stepCache = new WeakMap<object, CompiledStep>();
+
+/** A template, or its `orchestration` block: the manager accepts either. */
+export type OrchestrationSource = OrchestrationConfig | { orchestration?: OrchestrationConfig; [key: string]: unknown };
+
+/**
+ * Compiles (or returns the cached plan of) an orchestration config. Accepts the
+ * `orchestration` block or a whole template. Throws {@link TemplateConfigError} when invalid.
+ */
+export function compileOrchestration(source: OrchestrationSource, options: CompileOptions = {}): OrchestrationPlan {
+  const registry = options.conditions ?? defaultConditionRegistry;
+  let byConfig = planCache.get(registry);
+  if (byConfig === undefined) {
+    byConfig = new WeakMap();
+    planCache.set(registry, byConfig);
+  }
+  const cached = options.tools === undefined ? byConfig.get(source) : undefined;
+  if (cached !== undefined) return cached;
+
+  const isTemplate = typeof source === 'object' && source !== null && !('steps' in source);
+  const config: unknown = isTemplate
+    ? ((source as { orchestration?: unknown }).orchestration ?? { steps: [] })
+    : source;
+  const result = validateOrchestration(config, {
+    conditions: registry,
+    path: isTemplate ? ['orchestration'] : [],
+    ...(options.tools ? { tools: options.tools } : {}),
+  });
+  if (!result.success) throw new TemplateConfigError(result.issues, options.file);
+  const plan = buildPlan(result.config, registry, result.warnings);
+  if (options.tools === undefined) byConfig.set(source, plan);
+  return plan;
+}
+
+/** Compiles a single step (for the seed `StepSequencer`, which receives steps, not configs). Cached per object. */
+export function compileStep(
+  step: OrchestrationStep,
+  conditions: ConditionRegistry = defaultConditionRegistry,
+): CompiledStep {
+  const cached = stepCache.get(step);
+  if (cached !== undefined) return cached;
+  const plan = compileOrchestration({ steps: [step] }, { conditions });
+  const compiled = plan.steps[0]!;
+  stepCache.set(step, compiled);
+  return compiled;
+}
+
+function buildPlan(
+  config: OrchestrationConfig,
+  registry: ConditionRegistry,
+  warnings: TemplateIssue[],
+): OrchestrationPlan {
+  const steps = config.steps.map((step, index) => buildStep(step, index, registry));
+  const byName = new Map(steps.map((s) => [s.name, s]));
+  const defaultStep =
+    config.defaultStep !== undefined ? byName.get(config.defaultStep) : steps.find((s) => s.source.isDefault === true);
+  const readsMessages = config.steps.some((s) =>
+    [...(s.conditions ?? []), ...(s.resetSequenceOn ?? []).filter((r) => typeof r === 'object')].some(
+      (c) => registry.get((c as StepCondition).type)?.usesMessage === true,
+    ),
+  );
+  const referenced = new Set<string>();
+  for (const s of config.steps) {
+    for (const p of s.sequence ?? []) for (const t of typeof p === 'string' ? [p] : p) referenced.add(t);
+    for (const c of s.conditions ?? []) if (registry.get(c.type)?.valueIsTool && c.value) referenced.add(c.value);
+    for (const a of s.availableTools?.allowed ?? []) if (!a.includes('*')) referenced.add(a);
+  }
+  const allToolsCache = new WeakMap<readonly string[], readonly string[]>();
+  return Object.freeze({
+    config,
+    steps: Object.freeze(steps),
+    conditionalSteps: Object.freeze(steps.filter((s) => s.conditions.length > 0)),
+    defaultStep,
+    historyLimit: config.historyLimit,
+    readsMessages,
+    referencedTools: Object.freeze([...referenced]),
+    warnings: Object.freeze(warnings),
+    step: (name: string | undefined) => (name === undefined ? undefined : byName.get(name)),
+    allTools(agentTools: readonly string[]) {
+      const hit = allToolsCache.get(agentTools);
+      if (hit !== undefined && sameList(hit, agentTools)) return hit;
+      const copy = Object.freeze(agentTools.slice());
+      allToolsCache.set(agentTools, copy);
+      return copy;
+    },
+  });
+}
+
+const PERMIT_CACHE_LIMIT = 10_000;
+
+function buildStep(step: OrchestrationStep, index: number, registry: ConditionRegistry): CompiledStep {
+  const sequence: SequenceSlot[] = (step.sequence ?? []).map((position) => {
+    const tools = Object.freeze(typeof position === 'string' ? [position] : [...position]);
+    return Object.freeze({ tools, set: new Set(tools) });
+  });
+  const allowed = (step.availableTools?.allowed ?? []).map(compilePattern);
+  const denied = (step.availableTools?.denied ?? []).map(compilePattern);
+  const resets = step.resetSequenceOn ?? [];
+  const resetOnMessage: ConditionTest[] = [];
+  for (const rule of resets) {
+    if (typeof rule === 'object') resetOnMessage.push(registry.compile(rule));
+    else if (rule !== 'new_message' && rule !== 'out_of_sequence') {
+      // A bare message condition type: this step's own conditions of that type.
+      for (const c of step.conditions ?? []) if (c.type === rule) resetOnMessage.push(registry.compile(c));
+    }
+  }
+  const permitCache = new Map<string, boolean>();
+  const permits = (tool: string): boolean => {
+    const hit = permitCache.get(tool);
+    if (hit !== undefined) return hit;
+    const ok =
+      (allowed.length === 0 || firstMatch(allowed, tool) !== undefined) && firstMatch(denied, tool) === undefined;
+    if (permitCache.size < PERMIT_CACHE_LIMIT) permitCache.set(tool, ok);
+    return ok;
+  };
+  const views = new WeakMap<readonly string[], ToolView>();
+  const instructions = Array.isArray(step.instructions) ? step.instructions.join('\n') : step.instructions;
+  return Object.freeze({
+    name: step.name,
+    index,
+    source: step,
+    description: step.description,
+    instructions,
+    conditions: Object.freeze((step.conditions ?? []).map((c) => registry.compile(c))),
+    sequence: Object.freeze(sequence),
+    sequenceSets: Object.freeze(sequence.map((s) => s.set)),
+    allowed: Object.freeze(allowed),
+    denied: Object.freeze(denied),
+    resetOnNewMessage: resets.includes('new_message'),
+    resetOnOutOfSequence: resets.includes('out_of_sequence'),
+    resetOnMessage: Object.freeze(resetOnMessage),
+    permits,
+    view(agentTools: readonly string[]): ToolView {
+      const hit = views.get(agentTools);
+      // The list may have been mutated since it was cached: compare before trusting the cache.
+      if (hit !== undefined && sameList(hit.source, agentTools)) return hit;
+      const view: ToolView = {
+        source: agentTools.slice(),
+        permitted: Object.freeze(agentTools.filter(permits)),
+        positions: new Array(sequence.length),
+      };
+      views.set(agentTools, view);
+      return view;
+    },
+  });
+}
+
+/** The permitted tools of `view` that fill sequence position `index` (cached in the view). */
+export function positionTools(step: CompiledStep, view: ToolView, index: number): readonly string[] {
+  let tools = view.positions[index];
+  if (tools === undefined) {
+    const slot = step.sequence[index]!;
+    tools = Object.freeze(view.permitted.filter((t) => slot.set.has(t)));
+    view.positions[index] = tools;
+  }
+  return tools;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Formats a step's location for messages, e.g. `steps[2] "Research"`. */
+export function describeStep(step: CompiledStep): string {
+  return `${formatPath(['steps', step.index])} "${step.name}"`;
+}

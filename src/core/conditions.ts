@@ -1,0 +1,205 @@
+/**
+ * Condition types (SPEC section 2). Built-in and custom types share one definition shape,
+ * and every condition is compiled once into a test function.
+ */
+import { RE2JS } from 're2js';
+import { InvalidArgumentError } from './errors.js';
+import type { OrchestrationStep, StepCondition } from './schema.js';
+
+/** The latest user message, read once per message object. */
+export interface MessageInfo {
+  /** The message's text (text parts joined with newlines). */
+  readonly text: string;
+  /** `text` lower-cased, for case-insensitive conditions. */
+  readonly lower: string;
+  /** Identity of the message, so a message is handled as new only once. */
+  readonly key: string;
+}
+
+/** What a condition is evaluated against. */
+export interface ConditionContext {
+  /** `recentlyUsedTools`: oldest first. */
+  readonly history: readonly string[];
+  /** The latest user message, if there is one. */
+  readonly message: MessageInfo | undefined;
+  /** The step's sequence as sets of alternatives (empty when it has none). */
+  readonly sequence: readonly ReadonlySet<string>[];
+}
+
+/** A compiled condition. */
+export type ConditionTest = (context: ConditionContext) => boolean;
+
+/** Defines a condition type; register custom ones with {@link registerConditionType}. */
+export interface ConditionDefinition {
+  /** The `type` string used in templates. */
+  readonly type: string;
+  /** One line for docs and `baton validate`. */
+  readonly description?: string;
+  /** The condition needs a `value` (validation fails without one). */
+  readonly requiresValue?: boolean;
+  /** `value` names a tool, so validation checks the agent has it. */
+  readonly valueIsTool?: boolean;
+  /** The condition reads the user message (so it can be named in `resetSequenceOn`). */
+  readonly usesMessage?: boolean;
+  /** Extra validation; returns a message describing what is wrong, or undefined. */
+  readonly validate?: (condition: StepCondition, step: OrchestrationStep) => string | undefined;
+  /** Compiles the condition once. Give either `compile` or `evaluate`. */
+  readonly compile?: (condition: StepCondition) => ConditionTest;
+  /** Evaluates the condition (used when there is no `compile`). Must be pure. */
+  readonly evaluate?: (condition: StepCondition, context: ConditionContext) => boolean;
+}
+
+const DEFAULT_WINDOW = 5;
+const REGEX_FLAGS: Record<string, number> = {
+  i: RE2JS.CASE_INSENSITIVE,
+  m: RE2JS.MULTILINE,
+  s: RE2JS.DOTALL,
+  u: 0, // RE2 is always Unicode-aware
+};
+
+/** Compiles a `message_regex` value with re2js (linear time); throws with the reason. */
+export function compileRegex(source: string, flags = 'i'): RE2JS {
+  let bits = 0;
+  for (const flag of flags) {
+    const bit = REGEX_FLAGS[flag];
+    if (bit === undefined) throw new Error(`unknown regex flag "${flag}" (use i, m, s or u)`);
+    bits |= bit;
+  }
+  return RE2JS.compile(source, bits);
+}
+
+const builtins: ConditionDefinition[] = [
+  {
+    type: 'tool_used',
+    description: 'value occurs anywhere in recentlyUsedTools',
+    requiresValue: true,
+    valueIsTool: true,
+    compile: (c) => {
+      const tool = c.value ?? '';
+      return (ctx) => ctx.history.includes(tool);
+    },
+  },
+  {
+    type: 'sequence_match',
+    description: "the last n tools used match this step's sequence (n = its length)",
+    validate: (_c, step) =>
+      step.sequence === undefined || step.sequence.length === 0
+        ? 'sequence_match needs the step to have a non-empty "sequence"'
+        : undefined,
+    compile: () => (ctx) => {
+      const n = ctx.sequence.length;
+      const h = ctx.history;
+      if (n === 0 || h.length < n) return false;
+      const offset = h.length - n;
+      for (let i = 0; i < n; i++) {
+        if (!ctx.sequence[i]!.has(h[offset + i]!)) return false;
+      }
+      return true;
+    },
+  },
+  {
+    type: 'message_contains',
+    description: 'the latest user message contains value, case-insensitively',
+    requiresValue: true,
+    usesMessage: true,
+    compile: (c) => {
+      const needle = (c.value ?? '').toLowerCase();
+      return (ctx) => ctx.message !== undefined && ctx.message.lower.includes(needle);
+    },
+  },
+  {
+    type: 'message_regex',
+    description: 'value (a regex, flags default "i") matches the latest user message',
+    requiresValue: true,
+    usesMessage: true,
+    validate: (c) => {
+      try {
+        compileRegex(c.value ?? '', c.flags ?? 'i');
+        return undefined;
+      } catch (error) {
+        return `invalid regex: ${(error as Error).message}`;
+      }
+    },
+    compile: (c) => {
+      const regex = compileRegex(c.value ?? '', c.flags ?? 'i');
+      return (ctx) => ctx.message !== undefined && regex.test(ctx.message.text);
+    },
+  },
+  {
+    type: 'not_recently_used',
+    description: 'value is absent from the last window (default 5) tools used',
+    requiresValue: true,
+    valueIsTool: true,
+    compile: (c) => {
+      const tool = c.value ?? '';
+      const window = c.window ?? DEFAULT_WINDOW;
+      return (ctx) => {
+        const h = ctx.history;
+        for (let i = Math.max(0, h.length - window); i < h.length; i++) if (h[i] === tool) return false;
+        return true;
+      };
+    },
+  },
+];
+
+/** Extra keys each built-in type accepts besides `type`, `value` and `description`. */
+export const BUILTIN_EXTRA_KEYS: Readonly<Record<string, readonly string[]>> = {
+  message_regex: ['flags'],
+  not_recently_used: ['window'],
+};
+
+/** A set of condition types. Plans compiled with different registries are cached apart. */
+export class ConditionRegistry {
+  readonly #definitions = new Map<string, ConditionDefinition>();
+
+  constructor(definitions: readonly ConditionDefinition[] = builtins) {
+    for (const d of definitions) this.register(d);
+  }
+
+  /** Adds a condition type; throws if the type is already defined or the definition is incomplete. */
+  register(definition: ConditionDefinition): this {
+    if (typeof definition?.type !== 'string' || definition.type.length === 0) {
+      throw new InvalidArgumentError('definition.type', 'a condition type needs a non-empty string type');
+    }
+    if (this.#definitions.has(definition.type)) {
+      throw new InvalidArgumentError('definition.type', `condition type "${definition.type}" is already registered`);
+    }
+    if ((definition.compile === undefined) === (definition.evaluate === undefined)) {
+      throw new InvalidArgumentError(
+        'definition',
+        `condition type "${definition.type}" needs exactly one of compile() or evaluate()`,
+      );
+    }
+    this.#definitions.set(definition.type, definition);
+    return this;
+  }
+
+  /** The definition of `type`, if registered. */
+  get(type: string): ConditionDefinition | undefined {
+    return this.#definitions.get(type);
+  }
+
+  /** Every registered type name. */
+  types(): string[] {
+    return [...this.#definitions.keys()];
+  }
+
+  /** Compiles `condition`; the type must be registered (validation guarantees it). */
+  compile(condition: StepCondition): ConditionTest {
+    const definition = this.#definitions.get(condition.type);
+    if (definition === undefined) {
+      throw new InvalidArgumentError('condition.type', `unknown condition type "${condition.type}"`);
+    }
+    if (definition.compile) return definition.compile(condition);
+    const evaluate = definition.evaluate!;
+    return (context) => evaluate(condition, context);
+  }
+}
+
+/** The registry used when none is passed: the built-in types plus any registered with {@link registerConditionType}. */
+export const defaultConditionRegistry: ConditionRegistry = new ConditionRegistry();
+
+/** Registers a custom condition type in the default registry. */
+export function registerConditionType(definition: ConditionDefinition): void {
+  defaultConditionRegistry.register(definition);
+}

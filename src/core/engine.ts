@@ -1,0 +1,382 @@
+/**
+ * The decision engine (SPEC sections 3 to 5) as pure functions
+ * `(plan, state, input) -> {state, events}`: no I/O, no clock. The stateful classes in
+ * `orchestration/` only load a state, call these, store the result and dispatch events.
+ */
+import { type CompiledStep, type OrchestrationPlan, positionTools } from './compile.js';
+import type { ConditionContext, MessageInfo } from './conditions.js';
+import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
+import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, type TokenUsage } from './state.js';
+
+/** A new state and what happened on the way. `state` is the input object when nothing changed. */
+export interface EngineResult {
+  readonly state: OrchestrationState;
+  readonly events: readonly OrchestrationEvent[];
+}
+
+/** The active step of `state` in `plan`, if it still exists. */
+export function activeStepOf(plan: OrchestrationPlan, state: OrchestrationState): CompiledStep | undefined {
+  return plan.step(state.activeStep);
+}
+
+/** Which step should be active now (SPEC section 3), without changing anything. */
+export function chooseStep(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): CompiledStep | undefined {
+  const candidates = plan.conditionalSteps;
+  for (let i = 0; i < candidates.length; i++) {
+    const step = candidates[i]!;
+    const context: ConditionContext = { history: state.recentlyUsedTools, message, sequence: step.sequenceSets };
+    let holds = true;
+    for (let j = 0; j < step.conditions.length && holds; j++) holds = step.conditions[j]!(context);
+    if (holds) return step;
+  }
+  return plan.step(state.activeStep) ?? plan.defaultStep;
+}
+
+/** Runs step selection and applies its result; changing step resets `sequenceIndex` to 0. */
+export function selectStep(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): EngineResult {
+  const chosen = chooseStep(plan, state, message);
+  if (chosen?.name === state.activeStep) return { state, events: NO_EVENTS };
+  return changeStep(state, chosen?.name);
+}
+
+/** Makes `stepName` the active step (or none); the sequence restarts. No-op when already active. */
+export function changeStep(state: OrchestrationState, stepName: string | undefined): EngineResult {
+  if (stepName === state.activeStep) return { state, events: NO_EVENTS };
+  const next: OrchestrationState = { ...state, sequenceIndex: 0 };
+  if (stepName === undefined) delete next.activeStep;
+  else next.activeStep = stepName;
+  return {
+    state: next,
+    events: [{ type: 'step-changed', sessionId: state.sessionId, from: state.activeStep, to: stepName }],
+  };
+}
+
+/**
+ * Handles the latest user message: when it is new, applies the active step's
+ * `resetSequenceOn` rules and remembers it; then runs step selection. Safe to call before
+ * every model step: an already handled message changes nothing but the selection.
+ */
+export function handleMessage(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): EngineResult {
+  let current = state;
+  let events: OrchestrationEvent[] | undefined;
+  if (message !== undefined && message.key !== state.lastMessageKey) {
+    current = { ...state, lastMessageKey: message.key };
+    const step = activeStepOf(plan, current);
+    if (step !== undefined && current.sequenceIndex > 0) {
+      let reason: 'new_message' | 'message_condition' | undefined;
+      if (step.resetOnNewMessage) reason = 'new_message';
+      else if (step.resetOnMessage.length > 0) {
+        const context: ConditionContext = { history: current.recentlyUsedTools, message, sequence: step.sequenceSets };
+        if (step.resetOnMessage.some((test) => test(context))) reason = 'message_condition';
+      }
+      if (reason !== undefined) {
+        events = [
+          { type: 'sequence-reset', sessionId: state.sessionId, step: step.name, from: current.sequenceIndex, reason },
+        ];
+        current = { ...current, sequenceIndex: 0 };
+      }
+    }
+  }
+  const selected = selectStep(plan, current, message);
+  if (events === undefined)
+    return selected.state === current && current === state
+      ? { state, events: NO_EVENTS }
+      : { state: selected.state, events: selected.events };
+  return { state: selected.state, events: selected.events.length ? [...events, ...selected.events] : events };
+}
+
+/** Input of {@link recordToolUse}. */
+export interface ToolUseInput {
+  /** Name of the tool that completed. */
+  readonly tool: string;
+  /** The latest user message, for the step selection that follows. */
+  readonly message?: MessageInfo | undefined;
+  /** Bound of `recentlyUsedTools` (the plan's `historyLimit` wins when it sets one). */
+  readonly historyLimit?: number | undefined;
+}
+
+/**
+ * Records a completed tool use (SPEC section 5): appends it to the history (trimmed from
+ * the front), advances the active sequence when the tool fills its current position (or
+ * reports a violation and applies `out_of_sequence`), then runs step selection again so a
+ * completed sequence switches step within the same turn.
+ */
+export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState, input: ToolUseInput): EngineResult {
+  const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
+  const history = state.recentlyUsedTools;
+  const drop = Math.max(0, history.length + 1 - limit);
+  const recentlyUsedTools = drop === 0 ? [...history, input.tool] : [...history.slice(drop), input.tool];
+  let next: OrchestrationState = { ...state, recentlyUsedTools };
+  const events: OrchestrationEvent[] = [];
+  const step = activeStepOf(plan, state);
+  const length = step?.sequence.length ?? 0;
+  if (step !== undefined && state.sequenceIndex < length) {
+    const index = state.sequenceIndex;
+    const slot = step.sequence[index]!;
+    if (slot.set.has(input.tool)) {
+      next.sequenceIndex = index + 1;
+      events.push({
+        type: 'sequence-advanced',
+        sessionId: state.sessionId,
+        step: step.name,
+        tool: input.tool,
+        index: index + 1,
+        length,
+      });
+      if (index + 1 === length)
+        events.push({ type: 'sequence-completed', sessionId: state.sessionId, step: step.name });
+    } else {
+      events.push({
+        type: 'sequence-violation',
+        sessionId: state.sessionId,
+        step: step.name,
+        tool: input.tool,
+        expected: slot.tools,
+        index,
+      });
+      if (step.resetOnOutOfSequence && index > 0) {
+        next.sequenceIndex = 0;
+        events.push({
+          type: 'sequence-reset',
+          sessionId: state.sessionId,
+          step: step.name,
+          from: index,
+          reason: 'out_of_sequence',
+        });
+      }
+    }
+  }
+  const selected = selectStep(plan, next, input.message);
+  next = selected.state;
+  if (selected.events.length) events.push(...selected.events);
+  return { state: next, events: events.length ? events : NO_EVENTS };
+}
+
+/** Result of {@link allowedTools}. */
+export interface AllowedToolsResult {
+  /** The allowed tools, in the order of the agent's tools. Frozen; shared between calls. */
+  readonly tools: readonly string[];
+  readonly events: readonly OrchestrationEvent[];
+}
+
+/** The tools allowed now (SPEC section 4), in the order of `agentTools`. */
+export function allowedTools(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  agentTools: readonly string[],
+): AllowedToolsResult {
+  const step = activeStepOf(plan, state);
+  if (step === undefined) return { tools: plan.allTools(agentTools), events: NO_EVENTS };
+  const view = step.view(agentTools);
+  const index = state.sequenceIndex;
+  if (index >= step.sequence.length) return { tools: view.permitted, events: NO_EVENTS };
+  const tools = positionTools(step, view, index);
+  if (tools.length > 0) return { tools, events: NO_EVENTS };
+  return {
+    tools,
+    events: [
+      {
+        type: 'sequence-blocked',
+        sessionId: state.sessionId,
+        step: step.name,
+        expected: step.sequence[index]!.tools,
+        index,
+      },
+    ],
+  };
+}
+
+/** Why `tool` is not allowed now, or undefined when it is. */
+export function denialOf(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  agentTools: readonly string[],
+): ToolDenial | undefined {
+  if (!agentTools.includes(tool)) {
+    return { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` };
+  }
+  const step = activeStepOf(plan, state);
+  if (step === undefined) return undefined;
+  const deniedBy = step.denied.find((p) => p.test(tool));
+  if (deniedBy) {
+    return {
+      code: 'denied',
+      pattern: deniedBy.pattern,
+      message: `step "${step.name}" denies "${tool}" (pattern "${deniedBy.pattern}")`,
+    };
+  }
+  if (!step.permits(tool)) {
+    const allowed = step.allowed.map((p) => p.pattern);
+    return { code: 'not-allowed', allowed, message: `step "${step.name}" allows only ${allowed.join(', ')}` };
+  }
+  const index = state.sequenceIndex;
+  if (index < step.sequence.length) {
+    const slot = step.sequence[index]!;
+    if (slot.set.has(tool)) return undefined;
+    const available = positionTools(step, step.view(agentTools), index);
+    const expected = slot.tools.join(' or ');
+    return {
+      code: 'sequence',
+      expected: slot.tools,
+      index,
+      blocked: available.length === 0,
+      message:
+        available.length === 0
+          ? `step "${step.name}" is blocked: its sequence expects ${expected} (position ${index + 1} of ${step.sequence.length}), which the agent cannot use`
+          : `step "${step.name}" expects ${expected} next (position ${index + 1} of ${step.sequence.length})`,
+    };
+  }
+  return undefined;
+}
+
+/** Decision on one tool call (SPEC section 7). */
+export type ToolCallDecision =
+  | { readonly allowed: true }
+  | {
+      readonly allowed: false;
+      readonly reason: ToolDenial;
+      readonly allowedTools: readonly string[];
+      readonly event: OrchestrationEvent;
+    };
+
+/** Decides whether a call of `tool` may run now; a denial carries the `tool-rejected` event. */
+export function authorizeToolCall(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  agentTools: readonly string[],
+): ToolCallDecision {
+  const reason = denialOf(plan, state, tool, agentTools);
+  if (reason === undefined) return { allowed: true };
+  const tools = allowedTools(plan, state, agentTools).tools;
+  return {
+    allowed: false,
+    reason,
+    allowedTools: tools,
+    event: {
+      type: 'tool-rejected',
+      sessionId: state.sessionId,
+      tool,
+      step: state.activeStep,
+      allowedTools: tools,
+      reason,
+    },
+  };
+}
+
+/** One tool in an {@link Explanation}. */
+export interface ToolExplanation {
+  readonly tool: string;
+  readonly allowed: boolean;
+  /** Why not, when not allowed. */
+  readonly reason?: ToolDenial;
+}
+
+/** Everything about what the agent may do now and why. */
+export interface Explanation {
+  readonly sessionId: string;
+  readonly activeStep: string | undefined;
+  readonly stepDescription: string | undefined;
+  /** The active step's sequence, when it has one. */
+  readonly sequence:
+    | {
+        readonly tools: readonly (readonly string[])[];
+        readonly index: number;
+        readonly length: number;
+        readonly expected: readonly string[] | undefined;
+        readonly completed: boolean;
+        readonly blocked: boolean;
+      }
+    | undefined;
+  readonly allowedTools: readonly string[];
+  /** Every agent tool, then every tool the config names that the agent does not have. */
+  readonly tools: readonly ToolExplanation[];
+}
+
+/** Explains, for every tool, whether it is allowed now and why not. */
+export function explainTools(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  agentTools: readonly string[],
+): Explanation {
+  const step = activeStepOf(plan, state);
+  const allowed = allowedTools(plan, state, agentTools).tools;
+  const tools: ToolExplanation[] = agentTools.map((tool) => {
+    const reason = denialOf(plan, state, tool, agentTools);
+    return reason ? { tool, allowed: false, reason } : { tool, allowed: true };
+  });
+  const known = new Set(agentTools);
+  for (const tool of plan.referencedTools) {
+    if (!known.has(tool)) {
+      tools.push({
+        tool,
+        allowed: false,
+        reason: { code: 'no-such-tool', message: `the orchestration names "${tool}", but the agent has no such tool` },
+      });
+    }
+  }
+  let sequence: Explanation['sequence'];
+  if (step !== undefined && step.sequence.length > 0) {
+    const index = state.sequenceIndex;
+    const completed = index >= step.sequence.length;
+    sequence = {
+      tools: step.sequence.map((s) => s.tools),
+      index,
+      length: step.sequence.length,
+      expected: completed ? undefined : step.sequence[index]!.tools,
+      completed,
+      blocked: !completed && allowed.length === 0,
+    };
+  }
+  return {
+    sessionId: state.sessionId,
+    activeStep: step?.name,
+    stepDescription: step?.description,
+    sequence,
+    allowedTools: allowed,
+    tools,
+  };
+}
+
+/** Token usage as the seeds (`promptTokens`) or the AI SDK (`inputTokens`) report it. */
+export interface TokenUsageInput {
+  promptTokens?: number | undefined;
+  completionTokens?: number | undefined;
+  inputTokens?: number | undefined;
+  outputTokens?: number | undefined;
+  totalTokens?: number | undefined;
+}
+
+/** Normalizes a usage report: AI SDK names map to the seed's; a missing total is the sum. */
+export function normalizeUsage(usage: TokenUsageInput): TokenUsage {
+  const promptTokens = usage.promptTokens ?? usage.inputTokens ?? 0;
+  const completionTokens = usage.completionTokens ?? usage.outputTokens ?? 0;
+  return { promptTokens, completionTokens, totalTokens: usage.totalTokens ?? promptTokens + completionTokens };
+}
+
+/** Adds one model call's token usage to the session's cumulative usage. */
+export function addTokenUsage(state: OrchestrationState, usage: TokenUsage): OrchestrationState {
+  if (usage.promptTokens === 0 && usage.completionTokens === 0 && usage.totalTokens === 0) return state;
+  const c = state.cumulativeTokenUsage;
+  return {
+    ...state,
+    cumulativeTokenUsage: {
+      promptTokens: c.promptTokens + usage.promptTokens,
+      completionTokens: c.completionTokens + usage.completionTokens,
+      totalTokens: c.totalTokens + usage.totalTokens,
+    },
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * The zod 4 schema of an agent template (SPEC section 1). It describes the structure; the
+ * rules that span several fields (duplicate names, unknown tools, regexes) live in
+ * `validate-template.ts`, which reports both kinds of problem together.
+ */
+import { z } from 'zod';
+
+const text = z.union([z.string(), z.array(z.string())]);
+
+/** A condition of a step. `type` is a built-in type or one registered in code. */
+export const stepConditionSchema = z
+  .strictObject({
+    type: z
+      .string()
+      .min(1)
+      .describe(
+        'tool_used | sequence_match | message_contains | message_regex | not_recently_used, or a custom type registered in code',
+      ),
+    value: z
+      .string()
+      .optional()
+      .describe('Tool name (tool_used, not_recently_used), text (message_contains) or regex (message_regex)'),
+    description: z.string().optional(),
+    window: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('not_recently_used: how many of the latest tool uses to look at (default 5)'),
+    flags: z.string().optional().describe('message_regex: flags among i, m, s, u (default "i")'),
+    params: z.record(z.string(), z.unknown()).optional().describe('Parameters of a custom condition type'),
+  })
+  .describe('All conditions of a step must hold for it to become active');
+
+/** Allowed and denied tool patterns; `*` matches any run of characters. */
+export const availableToolsSchema = z.strictObject({
+  allowed: z.array(z.string().min(1)).optional().describe('Tool names or globs; absent or empty means every tool'),
+  denied: z.array(z.string().min(1)).optional().describe('Tool names or globs removed even when allowed'),
+});
+
+const sequencePosition = z.union([
+  z.string().min(1),
+  z.array(z.string().min(1)).min(1).describe('Alternatives: any one of these tools fills the position'),
+]);
+
+/** One orchestration step. */
+export const orchestrationStepSchema = z.strictObject({
+  name: z.string().min(1).describe('Unique name of the step'),
+  description: z.string().optional(),
+  isDefault: z.boolean().optional().describe('Active when no step with conditions is chosen'),
+  conditions: z.array(stepConditionSchema).optional(),
+  availableTools: availableToolsSchema.optional(),
+  sequence: z.array(sequencePosition).optional().describe('Tools required in this order'),
+  resetSequenceOn: z
+    .array(z.union([z.string().min(1), stepConditionSchema]))
+    .optional()
+    .describe('"new_message", "out_of_sequence", a message condition type name, or a condition object'),
+  instructions: text.optional().describe('Added to the system prompt while the step is active'),
+});
+
+/** The `orchestration` block of a template. */
+export const orchestrationConfigSchema = z.strictObject({
+  description: text.optional(),
+  defaultStep: z.string().min(1).optional().describe('Name of the step used when no other step is chosen'),
+  historyLimit: z.number().int().positive().optional().describe('Bound of recentlyUsedTools (default 50)'),
+  steps: z.array(orchestrationStepSchema),
+});
+
+/** The `llm` block of a template. Extra provider settings are kept. */
+export const llmConfigSchema = z.looseObject({
+  provider: z.string().min(1),
+  model: z.string().min(1).optional(),
+});
+
+/** An agent template (AgentDock's `template.json` is accepted as is; unknown top-level keys are kept). */
+export const agentTemplateSchema = z.looseObject({
+  $schema: z.string().optional(),
+  id: z.string().min(1).optional(),
+  agentId: z.string().min(1).optional(),
+  version: z.string().optional(),
+  name: z.string().optional(),
+  description: z.string().optional(),
+  personality: text.optional(),
+  llm: llmConfigSchema.optional(),
+  tools: z.array(z.string().min(1)).optional().describe('Tool names of the agent'),
+  nodes: z
+    .array(z.string().min(1))
+    .optional()
+    .describe('AgentDock style: "llm.<provider>" picks the model, every other entry is a tool'),
+  nodeConfigurations: z.record(z.string(), z.unknown()).optional(),
+  options: z.looseObject({ maxSteps: z.number().int().positive().optional() }).optional(),
+  orchestration: orchestrationConfigSchema.optional(),
+});
+
+/** A condition object. */
+export type StepCondition = z.infer<typeof stepConditionSchema>;
+/** `availableTools` of a step. */
+export type AvailableTools = z.infer<typeof availableToolsSchema>;
+/** A sequence position: one tool, or alternatives. */
+export type SequencePosition = z.infer<typeof sequencePosition>;
+/** One orchestration step (AgentDock's `OrchestrationStep`). */
+export type OrchestrationStep = z.infer<typeof orchestrationStepSchema>;
+/** The `orchestration` block (AgentDock's `OrchestrationConfig`). */
+export type OrchestrationConfig = z.infer<typeof orchestrationConfigSchema>;
+/** The `llm` block. */
+export type LLMConfig = z.infer<typeof llmConfigSchema>;
+
+/** A validated template: the input's keys, plus `id`, `tools` and `llm` resolved from AgentDock's forms. */
+export type AgentTemplate = z.infer<typeof agentTemplateSchema> & {
+  /** `id`, else `agentId`. */
+  id: string;
+  /** `tools`, else the entries of `nodes` that are not `llm.*`. */
+  tools: string[];
+};
+
+/** The JSON Schema of a template, for editors (committed as `schema/template.schema.json`). */
+export function templateJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(agentTemplateSchema, { target: 'draft-2020-12', io: 'input' }) as Record<
+    string,
+    unknown
+  >;
+  return {
+    ...schema,
+    $id: 'https://baton.dev/schema/template.schema.json',
+    title: 'Baton agent template',
+    description:
+      'An agent template: its model, tools and orchestration steps. AgentDock template.json files are valid.',
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * Baton: orchestration for tool-using LLM agents. The public surface, as an explicit list.
+ */
+
+export {
+  type CompiledStep,
+  compileOrchestration,
+  compileStep,
+  type OrchestrationPlan,
+  type OrchestrationSource,
+  type SequenceSlot,
+} from './core/compile.js';
+export {
+  type ConditionContext,
+  type ConditionDefinition,
+  ConditionRegistry,
+  type ConditionTest,
+  defaultConditionRegistry,
+  type MessageInfo,
+  registerConditionType,
+} from './core/conditions.js';
+export {
+  type AllowedToolsResult,
+  activeStepOf,
+  addTokenUsage,
+  allowedTools,
+  authorizeToolCall,
+  changeStep,
+  chooseStep,
+  denialOf,
+  type EngineResult,
+  type Explanation,
+  explainTools,
+  handleMessage,
+  normalizeUsage,
+  recordToolUse,
+  selectStep,
+  type TokenUsageInput,
+  type ToolCallDecision,
+  type ToolExplanation,
+  type ToolUseInput,
+} from './core/engine.js';
+export {
+  BatonError,
+  type BatonErrorOptions,
+  InvalidArgumentError,
+  StoreConflictError,
+  StoreUnavailableError,
+} from './core/errors.js';
+export type { OrchestrationEvent, OrchestrationEventType, ToolDenial } from './core/events.js';
+export { type ChatMessage, latestUserMessage, messageText } from './core/messages.js';
+export {
+  type AgentTemplate,
+  type AvailableTools,
+  type LLMConfig,
+  type OrchestrationConfig,
+  type OrchestrationStep,
+  type SequencePosition,
+  type StepCondition,
+  templateJsonSchema,
+} from './core/schema.js';
+export {
+  type AIOrchestrationState,
+  createState,
+  DEFAULT_HISTORY_LIMIT,
+  DEFAULT_SESSION_TTL_MS,
+  type OrchestrationState,
+  type TokenUsage,
+  toAIState,
+} from './core/state.js';
+export {
+  formatIssues,
+  TemplateConfigError,
+  type TemplateIssue,
+  TemplateIssueCode,
+} from './core/template-issues.js';
+export {
+  type OrchestrationValidationResult,
+  parseTemplate,
+  type TemplateValidationResult,
+  templateTools,
+  type ValidateTemplateOptions,
+  validateOrchestration,
+  validateTemplate,
+} from './core/validate-template.js';
+export {
+  createOrchestrationManager,
+  type EventListener,
+  OrchestrationManager,
+  type OrchestrationManagerOptions,
+} from './orchestration/orchestration-manager.js';
+export {
+  createOrchestrationStateManager,
+  OrchestrationStateManager,
+  type OrchestrationStateManagerOptions,
+  type StatePatch,
+} from './orchestration/state-manager.js';
+export { createStepSequencer, StepSequencer } from './orchestration/step-sequencer.js';
+export { type MemoryStoreOptions, memoryStore } from './stores/memory.js';
+export { resolveStore, type StoreSpec } from './stores/resolve-store.js';
+export {
+  decodeStateToken,
+  encodeStateToken,
+  parseStateKeys,
+  StateTokenError,
+  StateTokenErrorReason,
+} from './stores/state-token.js';
+export type { SessionStore, StateUpdater, StoreOptions } from './stores/types.js';
+export { loadTemplate } from './templates/load-template.js';

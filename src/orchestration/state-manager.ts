@@ -1,0 +1,272 @@
+/**
+ * The seed's `OrchestrationStateManager`: reads and changes one session's state through a
+ * {@link SessionStore}, every change one atomic `update`.
+ */
+import { addTokenUsage, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import {
+  type AIOrchestrationState,
+  assertSessionId,
+  createState,
+  DEFAULT_HISTORY_LIMIT,
+  DEFAULT_SESSION_TTL_MS,
+  describeType,
+  type OrchestrationState,
+  type TokenUsage,
+  toAIState,
+} from '../core/state.js';
+import { memoryStore } from '../stores/memory.js';
+import { resolveStore, type StoreSpec } from '../stores/resolve-store.js';
+import type { SessionStore } from '../stores/types.js';
+
+/** Options of {@link OrchestrationStateManager}. */
+export interface OrchestrationStateManagerOptions {
+  /** Where states live: a store or a store URL (default: a new memory store). */
+  store?: StoreSpec;
+  /** Bound of `recentlyUsedTools` unless a config sets `historyLimit` (default 50). */
+  historyLimit?: number;
+  /** Sliding TTL of new sessions in milliseconds (default 24 h; 0 never expires). */
+  ttl?: number;
+  /** Evict least recently used sessions beyond this many (memory store created here only). */
+  maxSessions?: number;
+  /** The clock, in milliseconds since the epoch (default `Date.now`). */
+  clock?: () => number;
+}
+
+/** The fields of a state that {@link OrchestrationStateManager.updateState} may change. */
+export type StatePatch = Partial<
+  Pick<OrchestrationState, 'activeStep' | 'recentlyUsedTools' | 'sequenceIndex' | 'cumulativeTokenUsage' | 'ttl'>
+>;
+
+const PATCHABLE = new Set(['activeStep', 'recentlyUsedTools', 'sequenceIndex', 'cumulativeTokenUsage', 'ttl']);
+
+/** Keeps per-session orchestration state in a store (AgentDock's `OrchestrationStateManager`). */
+export class OrchestrationStateManager {
+  /** Bound of `recentlyUsedTools` used when a config sets none. */
+  readonly historyLimit: number;
+  /** Sliding TTL of new sessions in milliseconds. */
+  readonly ttl: number;
+  /** The clock. */
+  readonly clock: () => number;
+  #store: SessionStore | undefined;
+  readonly #storeReady: Promise<SessionStore>;
+
+  constructor(options: OrchestrationStateManagerOptions = {}) {
+    this.historyLimit = positiveInteger(options.historyLimit, 'historyLimit', DEFAULT_HISTORY_LIMIT);
+    this.ttl = options.ttl === 0 ? 0 : positiveInteger(options.ttl, 'ttl', DEFAULT_SESSION_TTL_MS);
+    this.clock = options.clock ?? Date.now;
+    const spec = options.store;
+    if (spec === undefined || typeof spec === 'object') {
+      this.#store = spec ?? memoryStore(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions });
+      this.#storeReady = Promise.resolve(this.#store);
+    } else {
+      this.#storeReady = resolveStore(
+        spec,
+        options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions },
+      );
+      this.#storeReady.then(
+        (store) => {
+          this.#store = store;
+        },
+        () => undefined, // surfaced by the first call that awaits it
+      );
+    }
+  }
+
+  /** The store, once it is open. */
+  store(): Promise<SessionStore> {
+    return this.#store ? Promise.resolve(this.#store) : this.#storeReady;
+  }
+
+  /**
+   * Atomically applies `fn` to the session's state (created if missing) and resolves to the
+   * stored result. `fn` must be pure: optimistic stores may call it more than once.
+   * Returning the state unchanged writes nothing (but creates a missing session).
+   */
+  async modify(sessionId: string, fn: (state: OrchestrationState) => OrchestrationState): Promise<OrchestrationState> {
+    assertSessionId(sessionId);
+    const store = this.#store ?? (await this.#storeReady);
+    const now = this.clock();
+    const stored = await store.update(sessionId, (current) => {
+      const base = current ?? createState(sessionId, now, this.ttl);
+      const next = fn(base);
+      if (next === base) return base;
+      return next.lastAccessed === now ? next : { ...next, lastAccessed: now };
+    });
+    // update() resolves to undefined only when fn returned undefined, which it never does.
+    return stored!;
+  }
+
+  /** The session's full state, or null when it does not exist. */
+  async getState(sessionId: string): Promise<OrchestrationState | null> {
+    assertSessionId(sessionId);
+    const store = this.#store ?? (await this.#storeReady);
+    return (await store.get(sessionId)) ?? null;
+  }
+
+  /** The session's state, created empty if it does not exist. */
+  getOrCreateState(sessionId: string): Promise<OrchestrationState> {
+    return this.modify(sessionId, (state) => state);
+  }
+
+  /**
+   * Merges `patch` into the session's state (creating the session if needed). Only
+   * `activeStep`, `recentlyUsedTools`, `sequenceIndex`, `cumulativeTokenUsage` and `ttl`
+   * can be changed; anything else is an {@link InvalidArgumentError}.
+   */
+  updateState(sessionId: string, patch: StatePatch): Promise<OrchestrationState> {
+    checkPatch(patch);
+    return this.modify(sessionId, (state) => {
+      const next: OrchestrationState = { ...state, ...structuredClone(patch) };
+      if ('activeStep' in patch && patch.activeStep === undefined) delete next.activeStep;
+      if (next.recentlyUsedTools.length > this.historyLimit) {
+        next.recentlyUsedTools = next.recentlyUsedTools.slice(-this.historyLimit);
+      }
+      return next;
+    });
+  }
+
+  /** Makes `stepName` the active step (undefined: none); a change restarts the sequence. */
+  setActiveStep(sessionId: string, stepName: string | undefined): Promise<OrchestrationState> {
+    if (stepName !== undefined && (typeof stepName !== 'string' || stepName === '')) {
+      throw new InvalidArgumentError('stepName', `expected a step name or undefined, got ${describeType(stepName)}`);
+    }
+    return this.modify(sessionId, (state) => changeStep(state, stepName).state);
+  }
+
+  /** Appends `toolName` to the history (oldest first), trimmed to `historyLimit`. */
+  addUsedTool(sessionId: string, toolName: string, historyLimit = this.historyLimit): Promise<OrchestrationState> {
+    assertToolName(toolName);
+    return this.modify(sessionId, (state) => {
+      const history = state.recentlyUsedTools;
+      const kept = history.length + 1 > historyLimit ? history.slice(history.length + 1 - historyLimit) : history;
+      return { ...state, recentlyUsedTools: [...kept, toolName] };
+    });
+  }
+
+  /** Moves the sequence position forward by one. */
+  advanceSequence(sessionId: string): Promise<OrchestrationState> {
+    return this.modify(sessionId, (state) => ({ ...state, sequenceIndex: state.sequenceIndex + 1 }));
+  }
+
+  /** Adds one model call's token usage (AI SDK or seed field names) to the session. */
+  async addTokenUsage(sessionId: string, usage: TokenUsageInput): Promise<TokenUsage> {
+    const normalized = normalizeUsage(checkUsage(usage));
+    const state = await this.modify(sessionId, (s) => addTokenUsage(s, normalized));
+    return state.cumulativeTokenUsage;
+  }
+
+  /**
+   * Clears the session's orchestration progress (active step, history, sequence position);
+   * token usage and `createdAt` are kept, because what was spent stays spent. Resolves to
+   * null when the session does not exist.
+   */
+  async resetState(sessionId: string): Promise<OrchestrationState | null> {
+    assertSessionId(sessionId);
+    const store = this.#store ?? (await this.#storeReady);
+    const now = this.clock();
+    const stored = await store.update(sessionId, (current) => {
+      if (current === undefined) return undefined;
+      const fresh = createState(sessionId, current.createdAt, current.ttl);
+      return { ...fresh, cumulativeTokenUsage: current.cumulativeTokenUsage, lastAccessed: now };
+    });
+    return stored ?? null;
+  }
+
+  /** Deletes the session. */
+  async cleanupSession(sessionId: string): Promise<void> {
+    assertSessionId(sessionId);
+    const store = this.#store ?? (await this.#storeReady);
+    await store.delete(sessionId);
+  }
+
+  /** The AI-facing subset of the session's state, or null when it does not exist. */
+  async toAIOrchestrationState(sessionId: string): Promise<AIOrchestrationState | null> {
+    const state = await this.getState(sessionId);
+    return state ? toAIState(state) : null;
+  }
+
+  /** Closes the store. */
+  async close(): Promise<void> {
+    const store = await this.#storeReady;
+    await store.close();
+  }
+}
+
+/** Creates an {@link OrchestrationStateManager}. */
+export function createOrchestrationStateManager(
+  options: OrchestrationStateManagerOptions = {},
+): OrchestrationStateManager {
+  return new OrchestrationStateManager(options);
+}
+
+function positiveInteger(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidArgumentError(name, `expected a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Throws unless `toolName` is a non-empty string. */
+export function assertToolName(toolName: unknown, path = 'toolName'): asserts toolName is string {
+  if (typeof toolName !== 'string' || toolName === '') {
+    throw new InvalidArgumentError(path, `expected a non-empty tool name, got ${describeType(toolName)}`);
+  }
+}
+
+function checkPatch(patch: unknown): asserts patch is StatePatch {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
+    throw new InvalidArgumentError('partialState', `expected an object, got ${describeType(patch)}`);
+  }
+  const p = patch as Record<string, unknown>;
+  for (const key of Object.keys(p)) {
+    if (!PATCHABLE.has(key)) {
+      throw new InvalidArgumentError(
+        `partialState.${key}`,
+        `"${key}" cannot be changed (changeable: ${[...PATCHABLE].join(', ')})`,
+      );
+    }
+  }
+  if (p.activeStep !== undefined && (typeof p.activeStep !== 'string' || p.activeStep === '')) {
+    throw new InvalidArgumentError('partialState.activeStep', 'expected a non-empty string');
+  }
+  if (
+    p.recentlyUsedTools !== undefined &&
+    !(Array.isArray(p.recentlyUsedTools) && p.recentlyUsedTools.every((t) => typeof t === 'string' && t !== ''))
+  ) {
+    throw new InvalidArgumentError('partialState.recentlyUsedTools', 'expected an array of tool names');
+  }
+  if (p.sequenceIndex !== undefined && !(Number.isSafeInteger(p.sequenceIndex) && (p.sequenceIndex as number) >= 0)) {
+    throw new InvalidArgumentError(
+      'partialState.sequenceIndex',
+      `expected an integer >= 0, got ${String(p.sequenceIndex)}`,
+    );
+  }
+  if (p.ttl !== undefined && !(Number.isSafeInteger(p.ttl) && (p.ttl as number) >= 0)) {
+    throw new InvalidArgumentError('partialState.ttl', `expected milliseconds >= 0, got ${String(p.ttl)}`);
+  }
+  if (p.cumulativeTokenUsage !== undefined) {
+    const u = p.cumulativeTokenUsage as Record<string, unknown> | null;
+    for (const field of ['promptTokens', 'completionTokens', 'totalTokens']) {
+      const v = u?.[field];
+      if (!(Number.isSafeInteger(v) && (v as number) >= 0)) {
+        throw new InvalidArgumentError(`partialState.cumulativeTokenUsage.${field}`, 'expected an integer >= 0');
+      }
+    }
+  }
+}
+
+function checkUsage(usage: unknown): TokenUsageInput {
+  if (typeof usage !== 'object' || usage === null) {
+    throw new InvalidArgumentError('usage', `expected an object of token counts, got ${describeType(usage)}`);
+  }
+  const u = usage as Record<string, unknown>;
+  for (const field of ['promptTokens', 'completionTokens', 'inputTokens', 'outputTokens', 'totalTokens']) {
+    const v = u[field];
+    if (v !== undefined && !(Number.isSafeInteger(v) && (v as number) >= 0)) {
+      throw new InvalidArgumentError(`usage.${field}`, `expected an integer >= 0, got ${String(v)}`);
+    }
+  }
+  return u as TokenUsageInput;
+}
