@@ -105,7 +105,7 @@ export class OrchestrationStateManager {
   }
 
   /** The session's state, created empty if it does not exist. */
-  getOrCreateState(sessionId: string): Promise<OrchestrationState> {
+  async getOrCreateState(sessionId: string): Promise<OrchestrationState> {
     return this.modify(sessionId, (state) => state);
   }
 
@@ -114,9 +114,9 @@ export class OrchestrationStateManager {
    * `activeStep`, `recentlyUsedTools`, `sequenceIndex`, `cumulativeTokenUsage` and `ttl`
    * can be changed; anything else is an {@link InvalidArgumentError}.
    */
-  updateState(sessionId: string, patch: StatePatch): Promise<OrchestrationState> {
+  async updateState(sessionId: string, patch: StatePatch): Promise<OrchestrationState> {
     checkPatch(patch);
-    return this.modify(sessionId, (state) => {
+    return await this.modify(sessionId, (state) => {
       const next: OrchestrationState = { ...state, ...structuredClone(patch) };
       if ('activeStep' in patch && patch.activeStep === undefined) delete next.activeStep;
       if (next.recentlyUsedTools.length > this.historyLimit) {
@@ -127,7 +127,7 @@ export class OrchestrationStateManager {
   }
 
   /** Makes `stepName` the active step (undefined: none); a change restarts the sequence. */
-  setActiveStep(sessionId: string, stepName: string | undefined): Promise<OrchestrationState> {
+  async setActiveStep(sessionId: string, stepName: string | undefined): Promise<OrchestrationState> {
     if (stepName !== undefined && (typeof stepName !== 'string' || stepName === '')) {
       throw new InvalidArgumentError('stepName', `expected a step name or undefined, got ${describeType(stepName)}`);
     }
@@ -135,7 +135,11 @@ export class OrchestrationStateManager {
   }
 
   /** Appends `toolName` to the history (oldest first), trimmed to `historyLimit`. */
-  addUsedTool(sessionId: string, toolName: string, historyLimit = this.historyLimit): Promise<OrchestrationState> {
+  async addUsedTool(
+    sessionId: string,
+    toolName: string,
+    historyLimit = this.historyLimit,
+  ): Promise<OrchestrationState> {
     assertToolName(toolName);
     return this.modify(sessionId, (state) => {
       const history = state.recentlyUsedTools;
@@ -145,7 +149,7 @@ export class OrchestrationStateManager {
   }
 
   /** Moves the sequence position forward by one. */
-  advanceSequence(sessionId: string): Promise<OrchestrationState> {
+  async advanceSequence(sessionId: string): Promise<OrchestrationState> {
     return this.modify(sessionId, (state) => ({ ...state, sequenceIndex: state.sequenceIndex + 1 }));
   }
 
