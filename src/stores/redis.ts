@@ -1,0 +1,553 @@
+/**
+ * The Redis session store, for state shared by many server processes (SPEC section 6).
+ *
+ * Layout. One string key per session, `${prefix}{${escaped id}}`, holding the state as JSON.
+ * The braces make the escaped id the key's Redis Cluster hash tag, so a script that touches
+ * one session touches one slot; `{`, `}` and `%` (and lone UTF-16 surrogates, which UTF-8
+ * cannot carry) are percent-escaped, so every id gets exactly one, non-empty tag and two
+ * ids never share a key. With `maxSessions`, a sorted set `${prefix}lru` ranks sessions by
+ * last access (a counter kept by the server, not a clock, so ties cannot happen).
+ *
+ * Updates are optimistic: read the state (or take the copy this process last saw), compute
+ * `fn` locally, then a Lua script writes only if the stored bytes are still the ones read.
+ * It compares a SHA-1 of the whole stored value rather than the `version` field alone,
+ * because versions restart at 1 when a session is deleted or expires and is created again:
+ * a version-only check would let a writer holding the old session's version 3 overwrite
+ * the new session's version 3. On a conflict the script returns the current value, so the
+ * retry needs no extra read. Round trips per change: 1 when this process holds the latest
+ * state, 2 when it must read first, plus 1 per conflicting writer.
+ *
+ * Expiry runs on the Redis server's clock (`PEXPIRE`, sliding: every get or update renews
+ * it), so the `now` option cannot drive it and is ignored.
+ */
+import { createHash } from 'node:crypto';
+import { type Cluster, Redis } from 'ioredis';
+import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
+
+const STORE_NAME = 'redis';
+
+/** Options of {@link redisStore}. */
+export interface RedisStoreOptions extends StoreOptions {
+  /**
+   * An ioredis client (a `Redis` or a `Cluster`) that the caller owns: `close()` leaves it
+   * open, and its own options (offline queue, retries) apply. Takes precedence over `url`.
+   */
+  client?: Redis | Cluster;
+  /** Where to connect when no `client` is given (default `redis://127.0.0.1:6379/0`). */
+  url?: string;
+  /** Namespace put before every key (default `baton:`); must not contain `{` or `}`. */
+  prefix?: string;
+  /**
+   * Evict the least recently used sessions beyond this many (default: unlimited). On a
+   * single node the index is kept in the same script as the state, atomically. On a
+   * Cluster the index lives in another slot, so it costs one more round trip per access
+   * and is best-effort: a failure to update it never fails the state change.
+   */
+  maxSessions?: number;
+  /**
+   * Ignored: Redis expires keys on its own clock, which a client-side clock cannot move.
+   * Accepted so that every store takes the same options.
+   */
+  now?: () => number;
+  /** How many times a conflicting update is retried before `StoreConflictError` (default 50). */
+  maxRetries?: number;
+  /**
+   * How long one command may take, waiting for a connection included, before it fails
+   * with `StoreUnavailableError` (default 2,000 ms).
+   */
+  commandTimeoutMs?: number;
+  /** How long one connection attempt may take (default 2,000 ms). */
+  connectTimeoutMs?: number;
+}
+
+/** The key that holds `sessionId`'s state under `prefix` (useful to inspect a session with redis-cli). */
+export function redisSessionKey(sessionId: string, prefix = 'baton:'): string {
+  return `${prefix}{${escapeSessionId(sessionId)}}`;
+}
+
+// Percent-escaping is injective because `%` itself is escaped; lone surrogates are
+// escaped because encoding them as UTF-8 would map distinct ids to the same bytes.
+const NEEDS_ESCAPE = /[%{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function escapeSessionId(sessionId: string): string {
+  return sessionId.replace(NEEDS_ESCAPE, (c) => {
+    if (c === '%') return '%25';
+    if (c === '{') return '%7B';
+    if (c === '}') return '%7D';
+    return `%u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  });
+}
+
+// The stored JSON starts with `{"ttl":N,` (see `runUpdate`), so scripts read the TTL without
+// decoding a possibly large document; cjson is the fallback for values written otherwise.
+const LUA_HELPERS = `
+local function ttl_of(v)
+  local t = string.match(v, '^{"ttl":(%d+)[,}]')
+  if t then return t end
+  local ok, doc = pcall(cjson.decode, v)
+  if ok and type(doc) == 'table' and type(doc.ttl) == 'number' then return string.format('%.0f', doc.ttl) end
+  return nil
+end
+local function renew(key, v)
+  local ttl = ttl_of(v)
+  if ttl and tonumber(ttl) > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+local function touch_lru(lru, member, max)
+  local top = redis.call('ZREVRANGE', lru, 0, 0, 'WITHSCORES')
+  local score = 1
+  if top[2] then score = tonumber(top[2]) + 1 end
+  redis.call('ZADD', lru, score, member)
+  local excess = redis.call('ZCARD', lru) - tonumber(max)
+  if excess > 0 then return redis.call('ZPOPMIN', lru, excess) end
+  return {}
+end
+local function evict(popped, prefix)
+  for i = 1, #popped, 2 do redis.call('DEL', prefix .. '{' .. popped[i] .. '}') end
+end
+`;
+
+// KEYS[1] session key, KEYS[2] (single node with maxSessions only) the LRU index.
+// ARGV: member, maxSessions, prefix.
+const GET_SCRIPT = `${LUA_HELPERS}
+local v = redis.call('GET', KEYS[1])
+if not v then
+  if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[1]) end
+  return false
+end
+renew(KEYS[1], v)
+if KEYS[2] then evict(touch_lru(KEYS[2], ARGV[1], ARGV[2]), ARGV[3]) end
+return v
+`;
+
+// ARGV: expected SHA-1 of the stored value ('' = expect no value), new value ('' = only
+// renew the TTL), its ttl in ms, member, maxSessions, prefix.
+// Returns {1} on success, {0} when the key is absent, {0, value} when it holds another value.
+const CAS_SCRIPT = `${LUA_HELPERS}
+local v = redis.call('GET', KEYS[1])
+if v then
+  if redis.sha1hex(v) ~= ARGV[1] then return {0, v} end
+elseif ARGV[1] ~= '' then
+  return {0}
+end
+if ARGV[2] == '' then
+  if not v then return {1} end
+  renew(KEYS[1], v)
+elseif tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+if KEYS[2] then evict(touch_lru(KEYS[2], ARGV[4], ARGV[5]), ARGV[6]) end
+return {1}
+`;
+
+// ARGV: member.
+const DELETE_SCRIPT = `
+local n = redis.call('DEL', KEYS[1])
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[1]) end
+return n
+`;
+
+// Cluster only: KEYS[1] the LRU index; ARGV: member, maxSessions. Returns evicted members
+// and their scores; the caller deletes their keys, which live in other slots.
+const LRU_SCRIPT = `${LUA_HELPERS}
+return touch_lru(KEYS[1], ARGV[1], ARGV[2])
+`;
+
+// Single node only: KEYS[1] the LRU index; ARGV: prefix, members. Drops the members whose
+// key is gone, checking and removing each atomically so a session recreated meanwhile stays.
+const SWEEP_SCRIPT = `
+local removed = 0
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. '{' .. ARGV[i] .. '}') == 0 then
+    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return removed
+`;
+
+type Arg = string | Buffer | number;
+
+/** The commands `defineCommand` adds; the first argument is the number of keys. */
+interface ScriptCommands {
+  batonGetBuffer(numKeys: number, ...args: Arg[]): Promise<unknown>;
+  batonCasBuffer(numKeys: number, ...args: Arg[]): Promise<unknown>;
+  batonDelete(numKeys: number, ...args: Arg[]): Promise<unknown>;
+  batonLru(numKeys: number, ...args: Arg[]): Promise<unknown>;
+  batonSweep(numKeys: number, ...args: Arg[]): Promise<unknown>;
+}
+
+/** A state as this process last saw it, with the SHA-1 of its stored bytes. */
+interface Snapshot {
+  state: OrchestrationState;
+  hash: string;
+}
+
+/** How many sessions' latest states each store instance remembers. */
+const CACHE_LIMIT = 10_000;
+const BACKOFF_CAP_MS = 100;
+
+/** Creates a {@link SessionStore} kept in Redis (standalone or Cluster); connects lazily. */
+export function redisStore(options: RedisStoreOptions = {}): SessionStore {
+  const prefix = options.prefix ?? 'baton:';
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new InvalidArgumentError(
+      'prefix',
+      `expected a string without "{" or "}" (they would change the key's cluster hash tag), got ${JSON.stringify(prefix)}`,
+    );
+  }
+  const maxSessions = options.maxSessions ?? Number.POSITIVE_INFINITY;
+  if (!(maxSessions === Number.POSITIVE_INFINITY || (Number.isSafeInteger(maxSessions) && maxSessions >= 1))) {
+    throw new InvalidArgumentError('maxSessions', `expected an integer >= 1, got ${String(options.maxSessions)}`);
+  }
+  const maxRetries = options.maxRetries ?? 50;
+  if (!(Number.isSafeInteger(maxRetries) && maxRetries >= 0)) {
+    throw new InvalidArgumentError('maxRetries', `expected an integer >= 0, got ${String(options.maxRetries)}`);
+  }
+  const commandTimeoutMs = positive('commandTimeoutMs', options.commandTimeoutMs, 2_000);
+  const connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 2_000);
+
+  const ownsClient = options.client === undefined;
+  let lastError: Error | undefined;
+  const client: Redis | Cluster =
+    options.client ??
+    new Redis(options.url ?? 'redis://127.0.0.1:6379/0', {
+      lazyConnect: true,
+      // Fail fast instead of queueing: a command queued during an outage could run
+      // minutes later, after its caller was told the state was not changed.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      commandTimeout: commandTimeoutMs,
+      connectTimeout: connectTimeoutMs,
+      retryStrategy: (attempt) => Math.min(attempt * 50, 500),
+      // Concurrent commands share one socket write: about half the CPU per change.
+      enableAutoPipelining: true,
+    });
+  if (ownsClient) {
+    // Without a listener ioredis prints every failed reconnection attempt.
+    client.on('error', (error: Error) => {
+      lastError = error;
+    });
+  }
+  const cluster = client.isCluster;
+  const tracked = maxSessions !== Number.POSITIVE_INFINITY;
+  const lruKey = `${prefix}lru`;
+  // On a single node the LRU index rides in the same script as the state (one slot does
+  // not matter there); on a Cluster it needs its own round trip.
+  const inlineLru = tracked && !cluster;
+  const limitArg = tracked ? String(maxSessions) : '0';
+
+  client.defineCommand('batonGet', { lua: GET_SCRIPT });
+  client.defineCommand('batonCas', { lua: CAS_SCRIPT });
+  client.defineCommand('batonDelete', { lua: DELETE_SCRIPT });
+  client.defineCommand('batonLru', { lua: LRU_SCRIPT });
+  client.defineCommand('batonSweep', { lua: SWEEP_SCRIPT });
+  const scripts = client as unknown as ScriptCommands;
+
+  const cache = new Map<string, Snapshot>();
+  const lanes = new Map<string, Promise<unknown>>();
+  let closed = false;
+  let readyWaiter: Promise<void> | undefined;
+
+  function remember(sessionId: string, snapshot: Snapshot | undefined) {
+    cache.delete(sessionId);
+    if (snapshot === undefined) return;
+    cache.set(sessionId, snapshot);
+    if (cache.size > CACHE_LIMIT) {
+      const oldest = cache.keys().next();
+      if (!oldest.done) cache.delete(oldest.value);
+    }
+  }
+
+  function recall(sessionId: string): Snapshot | undefined {
+    const snapshot = cache.get(sessionId);
+    if (snapshot !== undefined) remember(sessionId, snapshot);
+    return snapshot;
+  }
+
+  /**
+   * Runs one process's operations on a session one after another: racing our own
+   * writes through compare-and-set would only turn them into conflicts and retries.
+   */
+  function inLane<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+    const previous = lanes.get(sessionId);
+    const run = previous === undefined ? task() : previous.then(task, task);
+    const tail = run.then(noop, noop);
+    lanes.set(sessionId, tail);
+    void tail.then(() => {
+      if (lanes.get(sessionId) === tail) lanes.delete(sessionId);
+    });
+    return run;
+  }
+
+  function checkOpen() {
+    if (closed) throw new InvalidArgumentError('store', 'the redis store was closed');
+  }
+
+  function waitReady(what: string): Promise<void> {
+    const status = client.status;
+    if (status === 'end') {
+      return Promise.reject(unavailable(`${what} failed: the connection to Redis was closed`));
+    }
+    if (status === 'wait') client.connect().catch(noop);
+    readyWaiter ??= new Promise<void>((resolve) => {
+      client.once('ready', () => {
+        readyWaiter = undefined;
+        resolve();
+      });
+    });
+    const waiter = readyWaiter;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const detail = lastError === undefined ? '' : ` (last error: ${lastError.message})`;
+        reject(
+          unavailable(`${what} failed: not connected to Redis within ${commandTimeoutMs} ms (${status})${detail}`),
+        );
+      }, commandTimeoutMs);
+      void waiter.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Sends one command, mapping every failure to a `StoreUnavailableError`. */
+  async function send<T>(what: string, command: () => Promise<T>): Promise<T> {
+    if (client.status !== 'ready') await waitReady(what);
+    try {
+      // Our own client enforces `commandTimeout` itself; a caller's client may not.
+      return ownsClient ? await command() : await withDeadline(command(), commandTimeoutMs);
+    } catch (error) {
+      if (BatonError.isInstance(error)) throw error;
+      throw unavailable(`${what} failed: ${(error as Error).message}`, error);
+    }
+  }
+
+  function decode(sessionId: string, raw: Buffer): Snapshot {
+    let value: unknown;
+    try {
+      value = JSON.parse(raw.toString('utf8'));
+    } catch (error) {
+      throw corrupted(sessionId, `it is not JSON (${(error as Error).message})`, error);
+    }
+    try {
+      return { state: assertState(value), hash: sha1(raw) };
+    } catch (error) {
+      throw corrupted(sessionId, (error as Error).message, error);
+    }
+  }
+
+  function corrupted(sessionId: string, detail: string, cause: unknown) {
+    return unavailable(
+      `the stored state of session ${describeId(sessionId)} (key ${describeId(redisSessionKey(sessionId, prefix))}) ` +
+        `is corrupted: ${detail}. Delete the session to start it afresh.`,
+      cause,
+    );
+  }
+
+  function sessionKeys(sessionId: string): [number, string, ...string[]] {
+    const key = redisSessionKey(sessionId, prefix);
+    return inlineLru ? [2, key, lruKey] : [1, key];
+  }
+
+  /** Cluster only: records an access in the LRU index and deletes what it evicts. */
+  async function touchIndex(member: string): Promise<void> {
+    if (!tracked || inlineLru) return;
+    try {
+      const popped = await send('updating the LRU index', () => scripts.batonLru(1, lruKey, member, limitArg));
+      if (!Array.isArray(popped)) return;
+      const evicted: string[] = [];
+      for (let i = 0; i < popped.length; i += 2) evicted.push(`${prefix}{${String(popped[i])}}`);
+      await Promise.all(evicted.map((key) => send('evicting a session', () => client.del(key))));
+    } catch {
+      // Best-effort by design (see `maxSessions`): the state change already happened, and
+      // the next access of the session puts it back in the index.
+    }
+  }
+
+  async function dropFromIndex(member: string): Promise<void> {
+    if (!tracked || inlineLru) return;
+    try {
+      await send('updating the LRU index', () => client.zrem(lruKey, member));
+    } catch {
+      // Best-effort, as above; `sweep()` removes entries whose session is gone.
+    }
+  }
+
+  async function runUpdate(sessionId: string, fn: StateUpdater): Promise<OrchestrationState | undefined> {
+    const keys = sessionKeys(sessionId);
+    const member = escapeSessionId(sessionId);
+    let snapshot = recall(sessionId);
+    if (snapshot === undefined) {
+      const raw = await send('reading a session', () => client.getBuffer(keys[1]));
+      if (raw !== null) {
+        snapshot = decode(sessionId, raw);
+        remember(sessionId, snapshot);
+      }
+    }
+    for (let attempt = 0; ; attempt++) {
+      const current = snapshot?.state;
+      const next = fn(current);
+      const write = next !== undefined && next !== current;
+      // Only a fresh read can say the session is absent (the cache never holds absence).
+      if (!write && current === undefined) return undefined;
+      let stored: OrchestrationState | undefined;
+      let payload: string | undefined;
+      if (write) {
+        // `ttl` first, so the scripts can read it with a pattern match instead of a JSON decode.
+        stored = assertState(Object.assign({ ttl: next.ttl }, next, { version: (current?.version ?? 0) + 1 }), 'state');
+        payload = JSON.stringify(stored);
+      }
+      const reply = await send('writing a session', () =>
+        scripts.batonCasBuffer(
+          ...keys,
+          snapshot?.hash ?? '',
+          payload ?? '',
+          String(stored?.ttl ?? 0),
+          member,
+          limitArg,
+          prefix,
+        ),
+      );
+      if (!Array.isArray(reply)) throw unavailable(`writing a session failed: unexpected reply ${String(reply)}`);
+      if (reply[0] === 1) {
+        await touchIndex(member);
+        if (stored === undefined || payload === undefined) return current;
+        remember(sessionId, { state: stored, hash: sha1(payload) });
+        return stored;
+      }
+      // Another writer got in first; the reply carries what it stored.
+      const latest: unknown = reply[1];
+      snapshot = Buffer.isBuffer(latest) ? decode(sessionId, latest) : undefined;
+      remember(sessionId, snapshot);
+      if (attempt >= maxRetries) {
+        throw new StoreConflictError(
+          STORE_NAME,
+          `gave up updating session ${describeId(sessionId)} after ${attempt + 1} attempts lost to concurrent writers`,
+        );
+      }
+      // The first conflict usually means only that our cached copy was stale: retry at once.
+      if (attempt > 0) await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, 2 ** attempt));
+    }
+  }
+
+  return {
+    name: STORE_NAME,
+    async get(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      const member = escapeSessionId(sessionId);
+      const raw = await send('reading a session', () =>
+        scripts.batonGetBuffer(...sessionKeys(sessionId), member, limitArg, prefix),
+      );
+      if (!Buffer.isBuffer(raw)) {
+        remember(sessionId, undefined);
+        await dropFromIndex(member);
+        return undefined;
+      }
+      const snapshot = decode(sessionId, raw);
+      remember(sessionId, snapshot);
+      await touchIndex(member);
+      return snapshot.state;
+    },
+    async update(sessionId: string, fn: StateUpdater) {
+      assertSessionId(sessionId);
+      checkOpen();
+      return inLane(sessionId, () => runUpdate(sessionId, fn));
+    },
+    async delete(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      return inLane(sessionId, async () => {
+        const member = escapeSessionId(sessionId);
+        const removed = await send('deleting a session', () => scripts.batonDelete(...sessionKeys(sessionId), member));
+        remember(sessionId, undefined);
+        await dropFromIndex(member);
+        return removed === 1;
+      });
+    },
+    /**
+     * Redis deletes expired keys by itself, so there is nothing left to delete: this
+     * removes the LRU index entries of sessions that expired and counts them. Without
+     * `maxSessions` there is no index and it resolves to 0.
+     */
+    async sweep() {
+      checkOpen();
+      if (!tracked) return 0;
+      let removed = 0;
+      let cursor = '0';
+      do {
+        const [next, flat] = await send('sweeping expired sessions', () => client.zscan(lruKey, cursor, 'COUNT', 500));
+        cursor = next;
+        const members = flat.filter((_, i) => i % 2 === 0);
+        if (members.length > 0) removed += await sweepMembers(members);
+      } while (cursor !== '0');
+      return removed;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      cache.clear();
+      if (!ownsClient) return;
+      if (client.status === 'ready') {
+        await client.quit().catch(() => client.disconnect());
+      } else {
+        client.disconnect();
+      }
+    },
+  };
+
+  async function sweepMembers(members: string[]): Promise<number> {
+    if (!cluster) {
+      const count = await send('sweeping expired sessions', () => scripts.batonSweep(1, lruKey, prefix, ...members));
+      return Number(count);
+    }
+    // On a Cluster each session key lives in its own slot, so no script can check them
+    // together; a session recreated between the two steps is re-indexed on its next access.
+    const exists = await Promise.all(
+      members.map((m) => send('sweeping expired sessions', () => client.exists(`${prefix}{${m}}`))),
+    );
+    const gone = members.filter((_, i) => exists[i] === 0);
+    if (gone.length === 0) return 0;
+    return send('sweeping expired sessions', () => client.zrem(lruKey, ...gone));
+  }
+}
+
+function sha1(bytes: Buffer | string): string {
+  // A string is hashed as UTF-8, the bytes ioredis sends for it.
+  return createHash('sha1').update(bytes).digest('hex');
+}
+
+function positive(path: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!(Number.isFinite(value) && value > 0)) {
+    throw new InvalidArgumentError(path, `expected a number of milliseconds > 0, got ${String(value)}`);
+  }
+  return value;
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no reply within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function noop() {}
+
+function unavailable(message: string, cause?: unknown) {
+  return new StoreUnavailableError(STORE_NAME, message, cause === undefined ? {} : { cause });
+}
+
+/** A session id for an error message: quoted, and cut short (ids may be 4,096 characters). */
+function describeId(sessionId: string): string {
+  return JSON.stringify(sessionId.length > 80 ? `${sessionId.slice(0, 80)}…` : sessionId);
+}
