@@ -2,6 +2,7 @@
  * Kills a process writing to the SQLite store with SIGKILL, mid-stream, 20 times over one
  * database file. Each time the database must open cleanly and hold every write the child
  * acknowledged: an acknowledged write is never lost and the file is never corrupted.
+ * Also runs several writer processes at once on one file: no update may be lost.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -73,6 +74,27 @@ function runWriter(path: string, run: number): Promise<Outcome> {
   });
 }
 
+/** Runs the writer for `limit` writes and resolves to its exit code and its output. */
+function runWriterToEnd(path: string, run: number, limit: number) {
+  return new Promise<{ code: number | null; lines: number; stderr: string }>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'test/fixtures/sqlite-writer.ts', path, String(run), String(limit)],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, lines: stdout.split('\n').length - 1, stderr }));
+  });
+}
+
 describe('SQLite store under SIGKILL', () => {
   it(`keeps every acknowledged write and stays intact across ${RUNS} kills`, { timeout: 90_000 }, async () => {
     const path = join(directory, 'crash.db');
@@ -114,5 +136,24 @@ describe('SQLite store under SIGKILL', () => {
       summary.push(`${count}@${delay}ms`);
     }
     console.info(`sqlite crash test: acknowledged writes per run (kill delay): ${summary.join(', ')}`);
+  });
+
+  it('loses no update when several processes update one session at once', { timeout: 60_000 }, async () => {
+    const path = join(directory, 'contended.db');
+    const writers = 3;
+    const limit = 1_000;
+    const results = await Promise.all(Array.from({ length: writers }, (_, run) => runWriterToEnd(path, run, limit)));
+    for (const result of results) {
+      expect(result, result.stderr).toMatchObject({ code: 0, lines: limit });
+    }
+    const store = sqliteStore({ path });
+    try {
+      // Each writer read-modify-wrote 'tally' `limit` times while the others did the same.
+      expect((await store.get('tally'))?.sequenceIndex).toBe(writers * limit);
+      expect((await store.get('tally'))?.version).toBe(writers * limit);
+      for (let run = 0; run < writers; run++) expect(await store.get(`run${run}-${limit - 1}`)).toBeDefined();
+    } finally {
+      await store.close();
+    }
   });
 });

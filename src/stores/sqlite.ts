@@ -159,9 +159,10 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
 
   /**
    * Runs `body` (which must not yield) and, while the database is locked by another
-   * connection, tries again after a short sleep until `busyTimeoutMs` has passed.
+   * connection, tries again after a short sleep until `busyTimeoutMs` has passed. `action`
+   * names the operation for error messages; it is a function so the hot path builds no string.
    */
-  async function withRetry<T>(action: string, body: () => T): Promise<T> {
+  async function withRetry<T>(action: () => string, body: () => T): Promise<T> {
     const deadline = performance.now() + busyTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       checkOpen();
@@ -169,11 +170,11 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
         return body();
       } catch (error) {
         if (!isSqliteError(error)) throw error;
-        if (!isBusy(error)) throw unavailable(`${action} failed: ${error.message}`, error);
+        if (!isBusy(error)) throw unavailable(`${action()} failed: ${error.message}`, error);
         const left = deadline - performance.now();
         if (left <= 0) {
           throw unavailable(
-            `${action} gave up: the database ${path} stayed locked by another connection for more than ${busyTimeoutMs} ms`,
+            `${action()} gave up: the database ${path} stayed locked by another connection for more than ${busyTimeoutMs} ms`,
             error,
           );
         }
@@ -238,44 +239,55 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
     if (excess > 0) s.evictLeastRecent.run(keep, Math.ceil(excess));
   }
 
+  /** The read-modify-write of `update`; the caller runs it inside one transaction. */
+  function applyUpdate(sessionId: string, fn: StateUpdater): OrchestrationState | undefined {
+    const at = now();
+    const row = s.selectLive.get(sessionId, at);
+    const current = row === undefined ? undefined : decode(sessionId, row);
+    const next = fn(current);
+    if (next === undefined || next === current) {
+      if (current !== undefined) s.touch.run(at, sessionId);
+      return current;
+    }
+    // Refuse to write what could not be read back: a bad state would poison the row.
+    assertState(next, 'state');
+    const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
+    s.upsert.run(sessionId, JSON.stringify(stored), stored.version, stored.ttl, expiryOf(stored.ttl, at), at);
+    if (current === undefined && maxSessions !== Number.POSITIVE_INFINITY) evict(sessionId, at);
+    return stored;
+  }
+
   return {
     name: STORE_NAME,
     async get(sessionId) {
       assertSessionId(sessionId);
       // One autocommit UPDATE ... RETURNING both renews the sliding expiry and reads.
-      const row = await withRetry(`reading session ${describeId(sessionId)}`, () =>
-        s.touchReturning.get(now(), sessionId),
+      const row = await withRetry(
+        () => `reading session ${describeId(sessionId)}`,
+        () => s.touchReturning.get(now(), sessionId),
       );
       return row === undefined ? undefined : decode(sessionId, row);
     },
     async update(sessionId: string, fn: StateUpdater) {
       assertSessionId(sessionId);
-      return withRetry(`updating session ${describeId(sessionId)}`, () =>
-        transaction(() => {
-          const at = now();
-          const row = s.selectLive.get(sessionId, at);
-          const current = row === undefined ? undefined : decode(sessionId, row);
-          const next = fn(current);
-          if (next === undefined || next === current) {
-            if (current !== undefined) s.touch.run(at, sessionId);
-            return current;
-          }
-          // Refuse to write what could not be read back: a bad state would poison the row.
-          assertState(next, 'state');
-          const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
-          s.upsert.run(sessionId, JSON.stringify(stored), stored.version, stored.ttl, expiryOf(stored.ttl, at), at);
-          if (current === undefined && maxSessions !== Number.POSITIVE_INFINITY) evict(sessionId, at);
-          return stored;
-        }),
+      return withRetry(
+        () => `updating session ${describeId(sessionId)}`,
+        () => transaction(() => applyUpdate(sessionId, fn)),
       );
     },
     async delete(sessionId) {
       assertSessionId(sessionId);
-      const result = await withRetry(`deleting session ${describeId(sessionId)}`, () => s.remove.run(sessionId));
+      const result = await withRetry(
+        () => `deleting session ${describeId(sessionId)}`,
+        () => s.remove.run(sessionId),
+      );
       return Number(result.changes) > 0;
     },
     async sweep() {
-      const result = await withRetry('sweeping expired sessions', () => s.sweep.run(now()));
+      const result = await withRetry(
+        () => 'sweeping expired sessions',
+        () => s.sweep.run(now()),
+      );
       return Number(result.changes);
     },
     async close() {
