@@ -18,7 +18,10 @@ const sessionId = 'demo';
 /** What the scripted model tries to call in each turn, in order. */
 const script: { user: string; calls: string[] }[] = [
   { user: 'Critique the argument that remote work improves productivity.', calls: ['critique', 'debate', 'reflect'] },
-  { user: 'Now evaluate the counter-arguments, and search for data first.', calls: ['search', 'critique', 'debate', 'reflect'] },
+  {
+    user: 'Now evaluate the counter-arguments, and search for data first.',
+    calls: ['search', 'critique', 'debate', 'reflect'],
+  },
   { user: 'Thanks! Anything else worth comparing?', calls: ['compare'] },
 ];
 
@@ -35,7 +38,9 @@ for (const [turn, { user, calls }] of script.entries()) {
     const state = await manager.getState(sessionId);
     const step = template.orchestration?.steps.find((s) => s.name === state?.activeStep);
     const progress = step?.sequence ? ` [sequence ${state?.sequenceIndex}/${step.sequence.length}]` : '';
-    console.log(`  step ${color('bold', state?.activeStep ?? '(none)')}${progress}  allowed: ${allowed.join(', ') || '(none)'}`);
+    console.log(
+      `  step ${color('bold', state?.activeStep ?? '(none)')}${progress}  allowed: ${allowed.join(', ') || '(none)'}`,
+    );
     const decision = await manager.authorizeToolCall(template, messages, sessionId, tool, template.tools);
     if (!decision.allowed) {
       console.log(`    ${color('red', `✗ ${tool} rejected`)}: ${decision.reason.message}`);

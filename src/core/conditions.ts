@@ -104,7 +104,7 @@ const builtins: ConditionDefinition[] = [
     usesMessage: true,
     compile: (c) => {
       const needle = (c.value ?? '').toLowerCase();
-      return (ctx) => ctx.message !== undefined && ctx.message.lower.includes(needle);
+      return (ctx) => ctx.message?.lower.includes(needle) === true;
     },
   },
   {

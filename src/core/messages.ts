@@ -27,7 +27,7 @@ export function latestUserMessage(messages: readonly ChatMessage[] | undefined):
     const message = messages[i];
     if (typeof message !== 'object' || message === null || message.role !== 'user') continue;
     const cached = cache.get(message);
-    if (cached !== undefined && cached.key.startsWith(`${i}:`)) return cached;
+    if (cached?.key.startsWith(`${i}:`)) return cached;
     const text = messageText(message);
     const id = typeof message.id === 'string' && message.id !== '' ? message.id : `#${hash(text)}`;
     const info: MessageInfo = { text, lower: text.toLowerCase(), key: `${i}:${id}` };
