@@ -12,7 +12,7 @@ import { createOrchestrationStateManager } from './state-manager.js';
 import { createStepSequencer } from './step-sequencer.js';
 
 const reasoner: AgentTemplate = parseTemplate(
-  readFileSync(new URL('../../examples/agents/cognitive-reasoner.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('../../../shared/fixtures/agentdock/cognitive-reasoner.json', import.meta.url), 'utf8'),
 );
 const config = reasoner.orchestration!;
 const tools = reasoner.tools;
