@@ -185,6 +185,16 @@ describe('recording a tool use (SPEC section 5)', () => {
     expect(recordToolUse(plan, fresh({ activeStep: 'Eval', sequenceIndex: 3 }), { tool: 'x' }).events).toEqual([]);
   });
 
+  it('records a tool call id once: a replayed call changes nothing', () => {
+    const first = recordToolUse(plan, fresh({ activeStep: 'Eval' }), { tool: 'critique', toolCallId: 'c1' });
+    expect(first.state.sequenceIndex).toBe(1);
+    const replay = recordToolUse(plan, first.state, { tool: 'critique', toolCallId: 'c1' });
+    expect(replay.state).toBe(first.state);
+    expect(replay.events).toEqual([]);
+    const other = recordToolUse(plan, first.state, { tool: 'debate', toolCallId: 'c2' });
+    expect(other.state).toMatchObject({ sequenceIndex: 2, recordedToolCallIds: ['c1', 'c2'] });
+  });
+
   it('runs step selection again after recording, so a completed sequence_match switches step in the same turn', () => {
     const p = compileOrchestration({
       steps: [

@@ -6,7 +6,7 @@
 import { type CompiledStep, type OrchestrationPlan, positionTools } from './compile.js';
 import type { ConditionContext, MessageInfo } from './conditions.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
-import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, type TokenUsage } from './state.js';
+import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, RECORDED_CALL_IDS_LIMIT, type TokenUsage } from './state.js';
 
 /** A new state and what happened on the way. `state` is the input object when nothing changed. */
 export interface EngineResult {
@@ -105,6 +105,11 @@ export interface ToolUseInput {
   readonly message?: MessageInfo | undefined;
   /** Bound of `recentlyUsedTools` (the plan's `historyLimit` wins when it sets one). */
   readonly historyLimit?: number | undefined;
+  /**
+   * Id of the tool call (the AI SDK's `toolCallId`). A call whose id was already recorded
+   * changes nothing, so a retried or replayed event cannot advance a sequence twice.
+   */
+  readonly toolCallId?: string | undefined;
 }
 
 /**
@@ -114,11 +119,17 @@ export interface ToolUseInput {
  * completed sequence switches step within the same turn.
  */
 export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState, input: ToolUseInput): EngineResult {
+  const callId = input.toolCallId;
+  if (callId !== undefined && state.recordedToolCallIds?.includes(callId)) return { state, events: NO_EVENTS };
   const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
   const history = state.recentlyUsedTools;
   const drop = Math.max(0, history.length + 1 - limit);
   const recentlyUsedTools = drop === 0 ? [...history, input.tool] : [...history.slice(drop), input.tool];
   let next: OrchestrationState = { ...state, recentlyUsedTools };
+  if (callId !== undefined) {
+    const ids = state.recordedToolCallIds ?? [];
+    next.recordedToolCallIds = [...(ids.length >= RECORDED_CALL_IDS_LIMIT ? ids.slice(1) : ids), callId];
+  }
   const events: OrchestrationEvent[] = [];
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;

@@ -1,9 +1,10 @@
 /**
- * Tool-name patterns of `availableTools` (SPEC section 4): a name without `*` matches
- * exactly; with `*`, it is a glob in which `*` matches any run of characters (including
- * `/` and `.`, which MCP-style tool names use).
+ * Tool-name patterns of `availableTools` (SPEC section 4): `*` matches any run of
+ * characters (including `/` and `.`, which MCP-style tool names use) and every other
+ * character matches itself. A pattern compiles once to a linear-time RE2 regex, so even a
+ * pattern like `*a*a*a*a*b` cannot make matching slow.
  */
-import picomatch from 'picomatch';
+import { RE2JS } from 're2js';
 
 /** A pattern compiled once. */
 export interface CompiledPattern {
@@ -11,27 +12,19 @@ export interface CompiledPattern {
   readonly test: (toolName: string) => boolean;
 }
 
-// bash: a single `*` crosses `/`; dot: `*` also matches a leading `.`. Braces, extglobs and
-// negation are switched off so that only `*` (and `?`, `[...]`, which tool names never
-// contain) is special.
-const GLOB_OPTIONS: picomatch.PicomatchOptions = {
-  bash: true,
-  dot: true,
-  nobrace: true,
-  noextglob: true,
-  nonegate: true,
-};
-
 /** True when `pattern` contains a wildcard. */
 export function isGlob(pattern: string): boolean {
   return pattern.includes('*');
 }
 
-/** Compiles `pattern`; throws if picomatch rejects it. */
+/** Compiles `pattern`: exact comparison without `*`, an anchored RE2 regex with it. */
 export function compilePattern(pattern: string): CompiledPattern {
   if (!isGlob(pattern)) return { pattern, test: (toolName) => toolName === pattern };
-  const matcher = picomatch(pattern, GLOB_OPTIONS);
-  return { pattern, test: (toolName) => matcher(toolName) };
+  // Quote every literal run so `.`, `|`, `(` and friends mean themselves; DOTALL lets `*`
+  // cross newlines too, so it really is "any run of characters".
+  const source = `^${pattern.split('*').map(RE2JS.quote).join('.*')}$`;
+  const regex = RE2JS.compile(source, RE2JS.DOTALL);
+  return { pattern, test: (toolName) => regex.test(toolName) };
 }
 
 /** The first pattern that matches `toolName`, if any. */

@@ -33,7 +33,15 @@ export interface OrchestrationState {
    * fires once per new message however many times a turn asks for the allowed tools.
    */
   lastMessageKey?: string;
+  /**
+   * Ids of the latest recorded tool calls (at most {@link RECORDED_CALL_IDS_LIMIT}), so a
+   * retried or replayed tool call is recorded once and cannot advance a sequence twice.
+   */
+  recordedToolCallIds?: string[];
 }
+
+/** How many recent tool call ids a state remembers for de-duplication. */
+export const RECORDED_CALL_IDS_LIMIT = 100;
 
 /** The AI-facing subset of the state (AgentDock's `AIOrchestrationState`). */
 export interface AIOrchestrationState {
@@ -137,6 +145,12 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     if (!isCount(s[field])) fail(field, 'a non-negative integer');
   }
   if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string') fail('lastMessageKey', 'a string');
+  if (
+    s.recordedToolCallIds !== undefined &&
+    !(Array.isArray(s.recordedToolCallIds) && s.recordedToolCallIds.every((t) => typeof t === 'string'))
+  ) {
+    fail('recordedToolCallIds', 'an array of strings');
+  }
   return value as OrchestrationState;
 }
 

@@ -128,6 +128,7 @@ export class OrchestrationManager {
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     toolName: string,
+    options: { toolCallId?: string } = {},
   ): Promise<{ state: OrchestrationState; events: readonly OrchestrationEvent[] }> {
     const plan = this.plan(config);
     assertToolName(toolName);
@@ -136,7 +137,12 @@ export class OrchestrationManager {
     let events: OrchestrationEvent[] = [];
     const state = await this.#states.modify(sessionId, (current) => {
       const observed = handleMessage(plan, current, message);
-      const recorded = recordToolUse(plan, observed.state, { tool: toolName, message, historyLimit });
+      const recorded = recordToolUse(plan, observed.state, {
+        tool: toolName,
+        message,
+        historyLimit,
+        toolCallId: options.toolCallId,
+      });
       events = [...observed.events, ...recorded.events];
       return recorded.state;
     });
