@@ -1,0 +1,362 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../test/helpers/free-port.js';
+import { serviceAvailable } from '../../test/helpers/services.js';
+import { BatonError, InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
+import { createState, type OrchestrationState } from '../core/state.js';
+import { testStore } from '../testing/test-store.js';
+import { POSTGRES_SCHEMA_VERSION, type PostgresStoreOptions, postgresStore } from './postgres.js';
+import type { SessionStore } from './types.js';
+
+const URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+const skip = await serviceAvailable('postgres', async () => {
+  const client = new pg.Client({ connectionString: URL, connectionTimeoutMillis: 2_000 });
+  await client.connect();
+  await client.end();
+});
+
+const tables = new Set<string>();
+const stores: SessionStore[] = [];
+const admin = skip ? undefined : new pg.Pool({ connectionString: URL, max: 2 });
+
+function newTable(): string {
+  const table = `baton_test_t${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+  tables.add(table);
+  return table;
+}
+
+function open(options: PostgresStoreOptions): SessionStore {
+  const store = postgresStore({ connectionString: URL, ...options });
+  stores.push(store);
+  return store;
+}
+
+async function sql<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+  if (admin === undefined) throw new Error('PostgreSQL is not available');
+  return (await admin.query<R>(text, values)).rows;
+}
+
+async function failure(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: unknown) => error,
+  );
+}
+
+const state = (sessionId: string, patch: Partial<OrchestrationState> = {}): OrchestrationState => ({
+  ...createState(sessionId, 1_000, 60_000),
+  ...patch,
+});
+const addTool = (tool: string) => (current: OrchestrationState | undefined) => {
+  const base = current ?? state('unused');
+  return { ...base, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
+};
+
+afterAll(async () => {
+  await Promise.all(stores.map((store) => store.close().catch(() => undefined)));
+  if (admin === undefined) return;
+  for (const table of tables) {
+    await admin.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`);
+  }
+  await admin.end();
+});
+
+testStore({
+  name: 'postgres',
+  create: ({ namespace, ...options }) => {
+    const table = `baton_test_${namespace}`;
+    tables.add(table);
+    return postgresStore({ connectionString: URL, table, ...options });
+  },
+  skip,
+});
+
+describe('postgresStore options', () => {
+  it('rejects a table name that is not a plain SQL identifier', () => {
+    for (const table of ['', '1abc', 'a-b', 'a"b', 'sessions; DROP TABLE x', 'public.sessions', 'x'.repeat(49), 'é']) {
+      const error = (() => {
+        try {
+          postgresStore({ connectionString: URL, table });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(InvalidArgumentError.isInstance(error), table).toBe(true);
+      expect((error as InvalidArgumentError).path).toBe('table');
+    }
+  });
+
+  it('rejects a pool together with a connection string, and bad numbers', async () => {
+    const pool = new pg.Pool({ connectionString: URL });
+    try {
+      expect(() => postgresStore({ pool, connectionString: URL })).toThrow(/either a pool or a connectionString/);
+    } finally {
+      await pool.end();
+    }
+    expect(() => postgresStore({ connectionString: URL, maxSessions: 0 })).toThrow(/maxSessions/);
+    expect(() => postgresStore({ connectionString: URL, statementTimeoutMs: -1 })).toThrow(/statementTimeoutMs/);
+    expect(() => postgresStore({ connectionString: URL, poolSize: 1.5 })).toThrow(/poolSize/);
+  });
+
+  it('fails fast with StoreUnavailableError when nothing listens', async () => {
+    const port = await freePort();
+    const store = open({ connectionString: `postgres://postgres@127.0.0.1:${port}/test`, table: newTable() });
+    const started = Date.now();
+    for (const call of [() => store.get('s'), () => store.update('s', () => state('s')), () => store.sweep()]) {
+      const error = await failure(call());
+      expect(StoreUnavailableError.isInstance(error)).toBe(true);
+      expect((error as StoreUnavailableError).store).toBe('postgres');
+      expect((error as Error).message).toMatch(/ECONNREFUSED|connect/);
+    }
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
+
+describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
+  it('migrates once, and again is a no-op that keeps the data', async () => {
+    const table = newTable();
+    const first = open({ table });
+    await first.update('kept', () => state('kept', { sequenceIndex: 7 }));
+    await first.close();
+    const second = open({ table });
+    expect((await second.get('kept'))?.sequenceIndex).toBe(7);
+    const versions = await sql<{ version: number }>(`SELECT version FROM "${table}_migrations" ORDER BY version`);
+    expect(versions.map((row) => row.version)).toEqual([POSTGRES_SCHEMA_VERSION]);
+  });
+
+  it('lets several processes migrate the same new table at the same moment', async () => {
+    const table = newTable();
+    const many = Array.from({ length: 6 }, () => open({ table, poolSize: 2 }));
+    const results = await Promise.allSettled(many.map((store, i) => store.update(`s${i}`, () => state(`s${i}`))));
+    expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
+    const versions = await sql<{ version: number }>(`SELECT version FROM "${table}_migrations"`);
+    expect(versions).toHaveLength(1);
+    const [count] = await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`);
+    expect(count?.n).toBe(6);
+  });
+
+  it('refuses a table whose schema is newer than this code', async () => {
+    const table = newTable();
+    const first = open({ table });
+    await first.get('x');
+    await sql(`INSERT INTO "${table}_migrations" (version, description) VALUES ($1, 'from the future')`, [
+      POSTGRES_SCHEMA_VERSION + 1,
+    ]);
+    const second = open({ table });
+    const error = await failure(second.get('x'));
+    expect(BatonError.isInstance(error)).toBe(true);
+    expect((error as BatonError).code).toBe('store-schema-mismatch');
+    expect((error as Error).message).toMatch(
+      new RegExp(`schema version ${POSTGRES_SCHEMA_VERSION + 1}.*Upgrade Baton`),
+    );
+    // A refusal is not an outage: nothing will fix it by retrying.
+    expect(StoreUnavailableError.isInstance(error)).toBe(false);
+  });
+
+  it('refuses to adopt an unrelated table that already has the name', async () => {
+    const table = newTable();
+    await sql(`CREATE TABLE "${table}" (id int)`);
+    const error = await failure(open({ table }).get('x'));
+    expect((error as BatonError).code).toBe('store-schema-mismatch');
+    expect((error as Error).message).toMatch(/already exists/);
+  });
+
+  it('loses none of 2 instances x 100 concurrent appends to one new session', async () => {
+    const table = newTable();
+    const first = open({ table, poolSize: 8 });
+    const second = open({ table, poolSize: 8 });
+    await Promise.all([
+      ...Array.from({ length: 100 }, (_, i) => first.update('fresh', addTool(`a${i}`))),
+      ...Array.from({ length: 100 }, (_, i) => second.update('fresh', addTool(`b${i}`))),
+    ]);
+    const final = await first.get('fresh');
+    expect(final?.recentlyUsedTools).toHaveLength(200);
+    expect(new Set(final?.recentlyUsedTools).size).toBe(200);
+    expect(final?.version).toBe(200);
+  });
+
+  describe('against a writer in another transaction', () => {
+    const keyOf = `sha256(convert_to($1::text, 'UTF8'))`;
+
+    async function withTransaction(body: (client: pg.PoolClient) => Promise<void>): Promise<pg.PoolClient> {
+      if (admin === undefined) throw new Error('PostgreSQL is not available');
+      const client = await admin.connect();
+      await client.query('BEGIN');
+      await body(client);
+      return client;
+    }
+
+    it('waits for a creator that has not committed yet, and keeps what it wrote', async () => {
+      const table = newTable();
+      const store = open({ table });
+      await store.get('warm-up'); // creates the table
+      const other = await withTransaction(async (client) => {
+        const theirs = JSON.stringify(state('race', { recentlyUsedTools: ['theirs'], version: 1 }));
+        await client.query(
+          `INSERT INTO "${table}" (session_key, session_id, state, version, expires_at, last_access)
+           VALUES (${keyOf}, $1, $2::jsonb, 1, NULL, 0)`,
+          ['race', theirs],
+        );
+      });
+      const ours = store.update('race', addTool('ours'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query('COMMIT');
+      other.release();
+      const stored = await ours;
+      expect(stored?.recentlyUsedTools).toEqual(['theirs', 'ours']);
+      expect(stored?.version).toBe(2);
+    });
+
+    it('creates the session itself when the other creator rolls back', async () => {
+      const table = newTable();
+      const store = open({ table });
+      await store.get('warm-up');
+      const other = await withTransaction(async (client) => {
+        await client.query(
+          `INSERT INTO "${table}" (session_key, session_id, state, version, expires_at, last_access)
+           VALUES (${keyOf}, $1, $2::jsonb, 1, NULL, 0)`,
+          ['race', JSON.stringify(state('race', { recentlyUsedTools: ['theirs'], version: 1 }))],
+        );
+      });
+      const ours = store.update('race', addTool('ours'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query('ROLLBACK');
+      other.release();
+      expect((await ours)?.recentlyUsedTools).toEqual(['ours']);
+    });
+
+    it('does not overwrite a write committed after it read the state (own cached copy included)', async () => {
+      const table = newTable();
+      const store = open({ table });
+      await store.update('cas', addTool('first')); // the store now knows this row version
+      const other = await withTransaction(async (client) => {
+        await client.query(
+          `UPDATE "${table}" SET version = 2, state = jsonb_set(
+             jsonb_set(state, '{recentlyUsedTools}', state->'recentlyUsedTools' || '["theirs"]'), '{version}', '2')
+           WHERE session_key = ${keyOf}`,
+          ['cas'],
+        );
+      });
+      const ours = store.update('cas', addTool('ours'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query('COMMIT');
+      other.release();
+      const stored = await ours;
+      expect(stored?.recentlyUsedTools).toEqual(['first', 'theirs', 'ours']);
+      expect(stored?.version).toBe(3);
+      // A write from outside while nothing was in flight: the next update still sees it.
+      await sql(
+        `UPDATE "${table}" SET version = 4, state = jsonb_set(jsonb_set(state, '{sequenceIndex}', '9'), '{version}', '4')
+         WHERE session_key = ${keyOf}`,
+        ['cas'],
+      );
+      const next = await store.update('cas', (c) => c && { ...c, activeStep: 'B' });
+      expect(next).toMatchObject({ sequenceIndex: 9, activeStep: 'B', version: 5 });
+    });
+  });
+
+  it('is not fooled by a session deleted and created again with the same version', async () => {
+    const table = newTable();
+    const first = open({ table });
+    const second = open({ table });
+    await first.update('aba', addTool('a1'));
+    expect(await second.delete('aba')).toBe(true);
+    await second.update('aba', addTool('b1')); // version 1 again
+    const stored = await first.update('aba', addTool('a2'));
+    expect(stored?.recentlyUsedTools).toEqual(['b1', 'a2']);
+    expect(stored?.version).toBe(2);
+  });
+
+  it('keeps session ids longer than a btree entry apart', async () => {
+    const store = open({ table: newTable() });
+    const long = Array.from({ length: 4096 }, (_, i) => String.fromCharCode(0x3042 + ((i * 7919) % 80))).join('');
+    const other = `${long.slice(0, 4095)}x`;
+    await store.update(long, () => state(long, { sequenceIndex: 1 }));
+    await store.update(other, () => state(other, { sequenceIndex: 2 }));
+    expect((await store.get(long))?.sequenceIndex).toBe(1);
+    expect((await store.get(other))?.sequenceIndex).toBe(2);
+  });
+
+  it('refuses ids and states PostgreSQL cannot hold, with InvalidArgumentError', async () => {
+    const store = open({ table: newTable() });
+    for (const id of ['nul\0id', 'lone\uD800surrogate']) {
+      expect(InvalidArgumentError.isInstance(await failure(store.get(id)))).toBe(true);
+    }
+    const error = await failure(store.update('s', () => state('s', { activeStep: 'has\0nul' })));
+    expect(InvalidArgumentError.isInstance(error)).toBe(true);
+    expect(await store.get('s')).toBeUndefined();
+  });
+
+  it('rejects a corrupted row instead of returning it', async () => {
+    const table = newTable();
+    const store = open({ table });
+    await store.update('bad', () => state('bad'));
+    await sql(`UPDATE "${table}" SET state = '{"sessionId": "bad", "sequenceIndex": -1}'`);
+    const error = await failure(store.get('bad'));
+    expect(InvalidArgumentError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/recentlyUsedTools/);
+    expect(InvalidArgumentError.isInstance(await failure(store.update('bad', (c) => c)))).toBe(true);
+  });
+
+  it('reports a broken table as a store failure, not as an outage', async () => {
+    const table = newTable();
+    const store = open({ table });
+    await store.get('x');
+    await sql(`ALTER TABLE "${table}" DROP COLUMN last_access`);
+    const error = await failure(store.update('x', () => state('x')));
+    expect(BatonError.isInstance(error)).toBe(true);
+    expect(StoreUnavailableError.isInstance(error)).toBe(false);
+    expect((error as BatonError).code).toBe('store-failed');
+    expect((error as Error).message).toMatch(/last_access/);
+  });
+
+  it('leaves a caller-owned pool open on close, and uses its connections', async () => {
+    const pool = new pg.Pool({ connectionString: URL, max: 3 });
+    try {
+      const store = postgresStore({ pool, table: newTable() });
+      await store.update('p', () => state('p'));
+      await store.close();
+      const { rows } = await pool.query<{ one: number }>('SELECT 1 AS one');
+      expect(rows[0]?.one).toBe(1);
+      await expect(store.get('p')).rejects.toThrow(/closed/);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('renews expiry with the injected clock and stores it as milliseconds', async () => {
+    const table = newTable();
+    let time = 10_000_000;
+    const store = open({ table, now: () => time });
+    await store.update('e', () => state('e', { ttl: 500 }));
+    time += 100;
+    await store.get('e');
+    const [row] = await sql<{ expires_at: string; last_access: string; version: string }>(
+      `SELECT expires_at, last_access, version FROM "${table}"`,
+    );
+    expect(row).toEqual({ expires_at: String(time + 500), last_access: String(time), version: '1' });
+    time += 500;
+    expect(await store.delete('e')).toBe(false); // expired: removed, but it did not exist any more
+    expect(await sql(`SELECT 1 FROM "${table}"`)).toHaveLength(0);
+  });
+
+  it('rewrites an expired session from scratch when it is updated again', async () => {
+    let time = 1_000_000;
+    const store = open({ table: newTable(), now: () => time });
+    await store.update('r', () => state('r', { ttl: 10, sequenceIndex: 5 }));
+    await store.update('r', (c) => c && { ...c, sequenceIndex: 6 });
+    time += 10;
+    const seen: (OrchestrationState | undefined)[] = [];
+    const fresh = await store.update('r', (current) => {
+      seen.push(current);
+      return state('r', { ttl: 10 });
+    });
+    expect(seen).toEqual([undefined]);
+    expect(fresh?.version).toBe(1);
+    expect(fresh?.sequenceIndex).toBe(0);
+  });
+});

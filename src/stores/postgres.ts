@@ -1,0 +1,635 @@
+/**
+ * The PostgreSQL store: one row per session, shared safely by many server processes.
+ * `update` is a pessimistic read-modify-write (`SELECT ... FOR UPDATE` inside a transaction),
+ * so a hot session never livelocks the way compare-and-set retries can.
+ */
+import { createHash } from 'node:crypto';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import pg from 'pg';
+import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
+
+/** Options of {@link postgresStore}. Pass either `pool` or `connectionString`, not both. */
+export interface PostgresStoreOptions extends StoreOptions {
+  /**
+   * A pool you own. The store never ends it, and its own timeouts and `error` listener are
+   * yours to set: an idle client's `error` event crashes the process when nobody listens.
+   */
+  pool?: Pool;
+  /**
+   * Where to connect, e.g. `postgres://postgres@127.0.0.1:5432/test`. Without `pool` or
+   * `connectionString` the `PG*` environment variables (PGHOST, PGUSER...) apply.
+   */
+  connectionString?: string;
+  /**
+   * Table holding the sessions (default `baton_sessions`): letters, digits and `_`, at most
+   * 48 characters. Its schema is the connection's `search_path`. The schema version is kept in
+   * `<table>_migrations`.
+   */
+  table?: string;
+  /** Server-side limit of each statement, lock waits included, in ms (default 5,000). */
+  statementTimeoutMs?: number;
+  /** Limit on connecting, and on waiting for a free pooled connection, in ms (default 2,000). */
+  connectionTimeoutMillis?: number;
+  /** Connections in the pool the store creates (default 10). */
+  poolSize?: number;
+}
+
+/** The schema version this code writes; a table with a newer one is refused. */
+export const POSTGRES_SCHEMA_VERSION = 1;
+
+const STORE_NAME = 'postgres';
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+/** Bounded retries: of a transaction that hit a deadlock or serialization failure, and of the create race. */
+const MAX_ATTEMPTS = 10;
+/** Bounds of the per-instance cache of known row versions (at most ~16 MB of JSON). */
+const MAX_CACHED_SESSIONS = 1_000;
+const MAX_CACHED_STATE_CHARS = 16_384;
+
+interface Migration {
+  description: string;
+  statements: (table: string) => string[];
+}
+
+// Append only: a released migration never changes, a new one goes at the end.
+const MIGRATIONS: readonly Migration[] = [
+  {
+    description: 'sessions table with expiry and recency indexes',
+    statements: (table) => [
+      // The key is a SHA-256 of the id because a btree entry is limited to ~2.7 kB and session
+      // ids may be 4,096 characters (12 kB of UTF-8); `session_id` is kept for people reading the table.
+      `CREATE TABLE ${quote(table)} (
+        session_key BYTEA PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        state JSONB NOT NULL,
+        version BIGINT NOT NULL,
+        expires_at BIGINT,
+        last_access BIGINT NOT NULL
+      )`,
+      `CREATE INDEX ${quote(`${table}_expires_at_idx`)} ON ${quote(table)} (expires_at)`,
+      `CREATE INDEX ${quote(`${table}_last_access_idx`)} ON ${quote(table)} (last_access)`,
+    ],
+  },
+];
+
+/** Creates a PostgreSQL {@link SessionStore}; the table is created or migrated on first use. */
+export function postgresStore(options: PostgresStoreOptions = {}): SessionStore {
+  const table = options.table ?? 'baton_sessions';
+  if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
+    throw new InvalidArgumentError(
+      'table',
+      `expected letters, digits and "_" (not starting with a digit, at most 48 characters), got ${JSON.stringify(table)}`,
+    );
+  }
+  if (options.pool !== undefined && options.connectionString !== undefined) {
+    throw new InvalidArgumentError('connectionString', 'pass either a pool or a connectionString, not both');
+  }
+  const maxSessions = options.maxSessions ?? Number.POSITIVE_INFINITY;
+  if (!(maxSessions >= 1)) {
+    throw new InvalidArgumentError('maxSessions', `expected a number >= 1, got ${String(options.maxSessions)}`);
+  }
+  const statementTimeoutMs = positive('statementTimeoutMs', options.statementTimeoutMs, 5_000);
+  const connectionTimeoutMillis = positive('connectionTimeoutMillis', options.connectionTimeoutMillis, 2_000);
+  const poolSize = positive('poolSize', options.poolSize, 10);
+  const now = options.now ?? Date.now;
+
+  const ownsPool = options.pool === undefined;
+  const pool =
+    options.pool ??
+    new pg.Pool({
+      ...(options.connectionString === undefined ? {} : { connectionString: options.connectionString }),
+      max: poolSize,
+      connectionTimeoutMillis,
+      statement_timeout: statementTimeoutMs,
+      // The client-side limit catches a server that stopped answering (statement_timeout
+      // needs a live server to fire); the margin lets the server's own, clearer error win.
+      query_timeout: statementTimeoutMs + 1_000,
+      keepAlive: true,
+      application_name: 'baton',
+    });
+  // An idle pooled client whose server went away emits `error`; pg-pool re-emits it on the pool,
+  // where an unheard `error` event would crash the process. The pool has already discarded the
+  // client, and the next call reports the outage, so there is nothing else to do here.
+  if (ownsPool) pool.on('error', () => undefined);
+
+  const t = quote(table);
+  const live = '(expires_at IS NULL OR expires_at > $2)';
+  const expiry = `CASE WHEN (state->>'ttl')::bigint > 0 THEN $2::bigint + (state->>'ttl')::bigint END`;
+  // `xmin` is the id of the transaction that wrote a row version: comparing it (and `version`,
+  // which alone could repeat when a session is deleted and created again) detects any other
+  // write since we read the row. States travel as JSON text so a known one can be cached.
+  const returning = 'RETURNING xmin::text AS revision, expires_at';
+  const sql = {
+    get: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2 WHERE session_key = $1 AND ${live}
+      RETURNING state::text AS json, xmin::text AS revision, expires_at`,
+    peek: `SELECT state::text AS json, xmin::text AS revision, expires_at, NOT ${live} AS expired
+      FROM ${t} WHERE session_key = $1`,
+    lock: `SELECT state::text AS json, NOT ${live} AS expired FROM ${t} WHERE session_key = $1 FOR UPDATE`,
+    touch: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2 WHERE session_key = $1 ${returning}`,
+    write: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2 WHERE session_key = $1
+      ${returning}`,
+    touchIf: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2
+      WHERE session_key = $1 AND xmin = $3::xid AND version = $4 AND ${live} ${returning}`,
+    writeIf: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2
+      WHERE session_key = $1 AND xmin = $6::xid AND version = $7 AND ${live} ${returning}`,
+    insert: `INSERT INTO ${t} (session_key, session_id, state, version, expires_at, last_access)
+      VALUES ($1, $3, $4::jsonb, $5, $6, $2) ON CONFLICT (session_key) DO NOTHING ${returning}`,
+    remove: `DELETE FROM ${t} WHERE session_key = $1 RETURNING ${live} AS live`,
+    removeExpired: `DELETE FROM ${t} WHERE session_key = $1`,
+    sweep: `DELETE FROM ${t} WHERE expires_at <= $1`,
+    count: `SELECT count(*)::bigint AS n FROM ${t}`,
+    // SKIP LOCKED: a session locked right now is being used, so it is not the least recent,
+    // and waiting for it could deadlock two transactions evicting at once.
+    evict: `DELETE FROM ${t} WHERE session_key IN (
+      SELECT session_key FROM ${t} WHERE session_key <> $1 ORDER BY last_access ASC LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  } as const;
+  const names = Object.fromEntries(
+    Object.entries(sql).map(([key, text]) => [
+      key,
+      `baton_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`,
+    ]),
+  ) as Record<keyof typeof sql, string>;
+
+  let closed = false;
+  let migrated: Promise<void> | undefined;
+
+  // The last row version this instance read or wrote, per session. It only saves the read of
+  // a compare-and-set (one round trip instead of two); the database still checks it, so a
+  // stale entry costs a retry, never a lost write. Bounded, and big states are not kept.
+  const known = new Map<string, Revision>();
+  function remember(sessionId: string, revision: Revision | undefined) {
+    known.delete(sessionId);
+    if (revision === undefined || revision.json.length > MAX_CACHED_STATE_CHARS) return;
+    known.set(sessionId, revision);
+    if (known.size > MAX_CACHED_SESSIONS) {
+      for (const oldest of known.keys()) {
+        known.delete(oldest);
+        break;
+      }
+    }
+  }
+
+  function checkOpen() {
+    if (closed) throw new InvalidArgumentError('store', 'the postgres store was closed');
+  }
+
+  async function ready(): Promise<void> {
+    migrated ??= migrate(pool, table).catch((error: unknown) => {
+      migrated = undefined; // try again on the next call, e.g. once the server is back
+      throw error;
+    });
+    return migrated;
+  }
+
+  async function run<R extends QueryResultRow>(
+    client: PoolClient | Pool,
+    key: keyof typeof sql,
+    values: unknown[],
+  ): Promise<R[] & { count: number }> {
+    const result = await client.query<R>({ name: names[key], text: sql[key], values });
+    return Object.assign(result.rows, { count: result.rowCount ?? 0 });
+  }
+
+  /**
+   * Runs `body` on one pooled client, in a transaction when `transactional`; maps every
+   * database failure to a Baton error and rethrows the updater's own errors untouched.
+   */
+  async function withClient<T>(transactional: boolean, body: (client: PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await pool.connect().catch((error: unknown) => {
+        throw translate(error, 'connecting');
+      });
+      // pg-pool removes its own listener while a client is checked out; without one, a
+      // connection error between two queries would be an unheard `error` event.
+      client.on('error', ignore);
+      let broken: unknown;
+      const undo = async () => (transactional ? rollback(client) : undefined);
+      try {
+        if (transactional) await client.query('BEGIN');
+        const result = await body(client);
+        if (transactional) await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        if (error instanceof UpdaterError) {
+          broken = await undo();
+          throw error.cause;
+        }
+        broken = isHealthyAfter(error) ? await undo() : error;
+        const code = sqlState(error);
+        if ((code === '40001' || code === '40P01') && attempt < MAX_ATTEMPTS) continue;
+        throw translate(error, transactional ? 'running a transaction' : 'running a statement');
+      } finally {
+        client.off('error', ignore);
+        // Passing an error makes the pool destroy the client instead of reusing a broken one.
+        client.release(broken === undefined ? undefined : toError(broken));
+      }
+    }
+  }
+
+  async function oneStatement<R extends QueryResultRow>(key: keyof typeof sql, values: unknown[]) {
+    try {
+      return await run<R>(pool, key, values);
+    } catch (error) {
+      throw translate(error, 'running a query');
+    }
+  }
+
+  async function evictBeyondLimit(client: PoolClient, keep: Buffer) {
+    const [row] = await run<{ n: string }>(client, 'count', []);
+    const excess = Number(row?.n ?? 0) - maxSessions;
+    if (excess > 0) await run(client, 'evict', [keep, excess]);
+  }
+
+  const expiresAt = (state: OrchestrationState, at: number) => (state.ttl > 0 ? at + state.ttl : null);
+  const parse = (json: string) => readState(JSON.parse(json), table);
+
+  /** Applies `fn` to the state of row version `base`; undefined when another write got in first. */
+  async function compareAndSet(
+    client: PoolClient,
+    key: Buffer,
+    at: number,
+    base: Revision,
+    fn: StateUpdater,
+  ): Promise<Outcome | undefined> {
+    const current = parse(base.json);
+    const next = callUpdater(fn, current);
+    if (next === undefined || next === current) {
+      const [row] = await run<WrittenRow>(client, 'touchIf', [key, at, base.revision, current.version]);
+      return row && { state: current, revision: revisionOf(row, base.json) };
+    }
+    const stored = checkedState({ ...next, version: current.version + 1 });
+    const json = JSON.stringify(stored);
+    const values = [key, at, json, stored.version, expiresAt(stored, at), base.revision, current.version];
+    const [row] = await run<WrittenRow>(client, 'writeIf', values);
+    return row && { state: stored, revision: revisionOf(row, json) };
+  }
+
+  /** Creates the session when it does not exist; undefined when another creator got in first. */
+  async function create(
+    client: PoolClient,
+    key: Buffer,
+    sessionId: string,
+    at: number,
+    next: OrchestrationState,
+  ): Promise<Outcome | undefined> {
+    const stored = checkedState({ ...next, version: 1 });
+    const json = JSON.stringify(stored);
+    const values = [key, at, sessionId, json, stored.version, expiresAt(stored, at)];
+    const [row] = await run<WrittenRow>(client, 'insert', values);
+    if (row === undefined) return undefined;
+    if (maxSessions !== Number.POSITIVE_INFINITY) await evictBeyondLimit(client, key);
+    return { state: stored, revision: revisionOf(row, json) };
+  }
+
+  /** The pessimistic path: lock the row (or win the insert), so it always makes progress. */
+  async function lockAndUpdate(client: PoolClient, key: Buffer, sessionId: string, at: number, fn: StateUpdater) {
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const [row] = await run<{ json: string; expired: boolean }>(client, 'lock', [key, at]);
+      if (row !== undefined && !row.expired) {
+        const current = parse(row.json);
+        const next = callUpdater(fn, current);
+        if (next === undefined || next === current) {
+          const [touched] = await run<WrittenRow>(client, 'touch', [key, at]);
+          return { state: current, revision: touched && revisionOf(touched, row.json) };
+        }
+        const stored = checkedState({ ...next, version: current.version + 1 });
+        const json = JSON.stringify(stored);
+        const [written] = await run<WrittenRow>(client, 'write', [
+          key,
+          at,
+          json,
+          stored.version,
+          expiresAt(stored, at),
+        ]);
+        return { state: stored, revision: written && revisionOf(written, json) };
+      }
+      const next = callUpdater(fn, undefined);
+      if (row !== undefined) {
+        // An expired row is locked by us: replace it, or drop it when nothing is written.
+        if (next === undefined) {
+          await run(client, 'removeExpired', [key]);
+          return { state: undefined };
+        }
+        const stored = checkedState({ ...next, version: 1 });
+        const json = JSON.stringify(stored);
+        const [written] = await run<WrittenRow>(client, 'write', [
+          key,
+          at,
+          json,
+          stored.version,
+          expiresAt(stored, at),
+        ]);
+        return { state: stored, revision: written && revisionOf(written, json) };
+      }
+      if (next === undefined) return { state: undefined };
+      const created = await create(client, key, sessionId, at, next);
+      if (created !== undefined) return created;
+      // Another transaction created the session after our read; ON CONFLICT waited for it
+      // to commit, so the next statement (READ COMMITTED: a fresh snapshot) sees and locks
+      // its row, and `fn` runs again on that state: no creator is lost.
+    }
+    throw new StoreConflictError(
+      STORE_NAME,
+      `session ${JSON.stringify(sessionId.slice(0, 100))} was created and deleted ${MAX_ATTEMPTS} times ` +
+        'while updating it; try again',
+    );
+  }
+
+  return {
+    name: STORE_NAME,
+
+    async get(sessionId) {
+      const key = sessionKey(sessionId);
+      checkOpen();
+      await ready();
+      const [row] = await oneStatement<WrittenRow & { json: string }>('get', [key, now()]);
+      if (row === undefined) {
+        known.delete(sessionId);
+        return undefined;
+      }
+      const state = parse(row.json);
+      remember(sessionId, revisionOf(row, row.json));
+      return state;
+    },
+
+    async update(sessionId: string, fn: StateUpdater) {
+      const key = sessionKey(sessionId);
+      checkOpen();
+      await ready();
+      const at = now();
+      const cached = known.get(sessionId);
+      // Optimistic first: compare-and-set against the row version we know (one statement),
+      // or one we read now (two). No explicit transaction: the single write commits alone.
+      let outcome = await withClient(false, async (client): Promise<Outcome | undefined> => {
+        if (cached !== undefined && (cached.expiresAt === null || cached.expiresAt > at)) {
+          const done = await compareAndSet(client, key, at, cached, fn);
+          if (done !== undefined) return done;
+        }
+        const [row] = await run<WrittenRow & { json: string; expired: boolean }>(client, 'peek', [key, at]);
+        if (row === undefined) {
+          const next = callUpdater(fn, undefined);
+          return next === undefined ? { state: undefined } : create(client, key, sessionId, at, next);
+        }
+        if (row.expired) return undefined;
+        return compareAndSet(client, key, at, revisionOf(row, row.json), fn);
+      }).catch((error: unknown) => {
+        known.delete(sessionId);
+        throw error;
+      });
+      // Another writer got in first: lock the row instead, which cannot livelock on a hot session.
+      outcome ??= await withClient(true, (client) => lockAndUpdate(client, key, sessionId, at, fn)).catch(
+        (error: unknown) => {
+          known.delete(sessionId);
+          throw error;
+        },
+      );
+      remember(sessionId, outcome.revision);
+      return outcome.state;
+    },
+
+    async delete(sessionId) {
+      const key = sessionKey(sessionId);
+      checkOpen();
+      await ready();
+      known.delete(sessionId);
+      const [row] = await oneStatement<{ live: boolean }>('remove', [key, now()]);
+      return row?.live === true;
+    },
+
+    async sweep() {
+      checkOpen();
+      await ready();
+      const result = await oneStatement('sweep', [now()]);
+      return result.count;
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      // A migration still running holds a client; let it finish so the pool can end cleanly.
+      await migrated?.catch(() => undefined);
+      if (ownsPool) await pool.end();
+    },
+  };
+}
+
+/** Creates or upgrades `table`, serialised across processes by a transaction-level advisory lock. */
+async function migrate(pool: Pool, table: string): Promise<void> {
+  const client = await pool.connect().catch((error: unknown) => {
+    throw translate(error, 'connecting');
+  });
+  client.on('error', ignore);
+  let broken: unknown;
+  try {
+    await client.query('BEGIN');
+    const lockKey = createHash('sha256').update(`baton:postgres-store:migrate:${table}`).digest().readBigInt64BE(0);
+    await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [lockKey.toString()]);
+    const migrations = quote(`${table}_migrations`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${migrations} (
+      version INTEGER PRIMARY KEY,
+      description TEXT NOT NULL,
+      applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    )`);
+    const { rows } = await client.query<{ version: number }>(
+      `SELECT coalesce(max(version), 0)::integer AS version FROM ${migrations}`,
+    );
+    const current = rows[0]?.version ?? 0;
+    if (current > MIGRATIONS.length) {
+      throw new BatonError(
+        'store-schema-mismatch',
+        `Session store "${STORE_NAME}": table "${table}" has schema version ${current}, but this version of Baton ` +
+          `knows versions up to ${MIGRATIONS.length}. Upgrade Baton, or point it at another table.`,
+      );
+    }
+    for (const [index, migration] of MIGRATIONS.entries()) {
+      if (index < current) continue;
+      for (const statement of migration.statements(table)) await client.query(statement);
+      await client.query(`INSERT INTO ${migrations} (version, description) VALUES ($1, $2)`, [
+        index + 1,
+        migration.description,
+      ]);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    broken = isHealthyAfter(error) ? await rollback(client) : error;
+    if (BatonError.isInstance(error)) throw error;
+    const code = sqlState(error);
+    if (code === '42P07') {
+      throw new BatonError(
+        'store-schema-mismatch',
+        `Session store "${STORE_NAME}": a table or index named like "${table}" already exists but is not ` +
+          `recorded in "${table}_migrations"; choose another table name.`,
+        { cause: error },
+      );
+    }
+    throw translate(error, `migrating table "${table}"`);
+  } finally {
+    client.off('error', ignore);
+    client.release(broken === undefined ? undefined : toError(broken));
+  }
+}
+
+/** A committed row version: the `xmin` that wrote it and its state as JSON text. */
+interface Revision {
+  revision: string;
+  json: string;
+  /** Milliseconds since the epoch, or null: an expired state is not offered to the updater. */
+  expiresAt: number | null;
+}
+
+/** The columns every write returns. BIGINT arrives as a string. */
+interface WrittenRow {
+  revision: string;
+  expires_at: string | null;
+}
+
+function revisionOf(row: WrittenRow, json: string): Revision {
+  return { revision: row.revision, json, expiresAt: row.expires_at === null ? null : Number(row.expires_at) };
+}
+
+/** What an update stored (or found), and the row version to remember for the next one. */
+interface Outcome {
+  state: OrchestrationState | undefined;
+  revision?: Revision | undefined;
+}
+
+/** Carries an error thrown by the caller's updater through the transaction untouched. */
+class UpdaterError {
+  constructor(readonly cause: unknown) {}
+}
+
+function callUpdater(fn: StateUpdater, current: OrchestrationState | undefined): OrchestrationState | undefined {
+  try {
+    return fn(current);
+  } catch (error) {
+    throw new UpdaterError(error);
+  }
+}
+
+function checkedState(state: OrchestrationState): OrchestrationState {
+  try {
+    return assertState(state);
+  } catch (error) {
+    throw new UpdaterError(error);
+  }
+}
+
+function readState(value: unknown, table: string): OrchestrationState {
+  return assertState(value, `${table}.state`);
+}
+
+/**
+ * The primary key of a session. PostgreSQL text cannot hold NUL, and a lone surrogate would be
+ * encoded as U+FFFD (two ids, one row), so both are refused rather than silently merged.
+ */
+function sessionKey(sessionId: string): Buffer {
+  assertSessionId(sessionId);
+  if (sessionId.includes('\0')) {
+    throw new InvalidArgumentError('sessionId', 'the postgres store cannot keep the NUL character (\\u0000)');
+  }
+  if (/\p{Cs}/u.test(sessionId)) {
+    throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
+  }
+  return createHash('sha256').update(sessionId, 'utf8').digest();
+}
+
+function quote(identifier: string): string {
+  return `"${identifier.replaceAll('"', '""')}"`;
+}
+
+function positive(path: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidArgumentError(path, `expected a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+function ignore() {}
+
+function sqlState(error: unknown): string | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** Rolls back; resolves to the error when the connection is unusable, so the pool drops it. */
+async function rollback(client: PoolClient): Promise<unknown> {
+  try {
+    await client.query('ROLLBACK');
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/** Whether the connection can still be used after `error` (an SQL error, not a lost socket). */
+function isHealthyAfter(error: unknown): boolean {
+  if (error instanceof UpdaterError || BatonError.isInstance(error)) return true;
+  return error instanceof pg.DatabaseError && !isOutage(error);
+}
+
+const SOCKET_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EADDRNOTAVAIL',
+]);
+
+// SQLSTATEs meaning "the server cannot serve us now", as opposed to "our SQL is wrong".
+const SERVER_UNAVAILABLE = new Set([
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, shutting down, recovering)
+  '57P05', // idle_session_timeout
+  '57014', // query_canceled: statement_timeout
+  '55P03', // lock_not_available: lock_timeout
+  '25P03', // idle_in_transaction_session_timeout
+  '53000', // insufficient_resources
+  '53100', // disk_full
+  '53200', // out_of_memory
+  '53300', // too_many_connections
+  '58000', // system_error
+  '58030', // io_error
+]);
+
+// pg reports a lost or slow connection with plain Errors and no code.
+const CLIENT_OUTAGE_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|not queryable|Connection ended|connection timeout/i;
+
+function isOutage(error: unknown): boolean {
+  const code = sqlState(error);
+  if (code !== undefined) {
+    if (SOCKET_ERRORS.has(code) || SERVER_UNAVAILABLE.has(code) || code.startsWith('08')) return true;
+  }
+  if (error instanceof AggregateError) return error.errors.some(isOutage);
+  return error instanceof Error && !(error instanceof pg.DatabaseError) && CLIENT_OUTAGE_MESSAGES.test(error.message);
+}
+
+/** Maps a failure to a Baton error: outages to StoreUnavailableError, bad data to InvalidArgumentError. */
+function translate(error: unknown, doing: string): BatonError {
+  if (BatonError.isInstance(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (isOutage(error)) {
+    return new StoreUnavailableError(STORE_NAME, `${doing}: ${message || sqlState(error) || 'connection failed'}`, {
+      cause: error,
+    });
+  }
+  const code = sqlState(error);
+  // Text PostgreSQL cannot represent (NUL, an unpaired surrogate in JSON): a bad value, not a bug.
+  if (code === '22P05' || code === '22021' || code === '22P02') {
+    return new InvalidArgumentError('state', `PostgreSQL cannot store this value: ${message}`, { cause: error });
+  }
+  return new BatonError('store-failed', `Session store "${STORE_NAME}" failed ${doing}: ${message}`, { cause: error });
+}
