@@ -317,6 +317,38 @@ export interface Explanation {
   readonly tools: readonly ToolExplanation[];
 }
 
+/** Where the session stands: the active step, its sequence and the allowed tools. */
+export interface StepView {
+  readonly activeStep: CompiledStep | undefined;
+  readonly sequence: Explanation['sequence'];
+  readonly allowedTools: readonly string[];
+}
+
+/** The active step, its sequence progress and the allowed tools, in one pass. */
+export function viewStep(plan: OrchestrationPlan, state: OrchestrationState, agentTools: readonly string[]): StepView {
+  const step = activeStepOf(plan, state);
+  const allowed = allowedTools(plan, state, agentTools).tools;
+  return { activeStep: step, sequence: sequenceOf(step, state, allowed), allowedTools: allowed };
+}
+
+function sequenceOf(
+  step: CompiledStep | undefined,
+  state: OrchestrationState,
+  allowed: readonly string[],
+): Explanation['sequence'] {
+  if (step === undefined || step.sequence.length === 0) return undefined;
+  const index = state.sequenceIndex;
+  const completed = index >= step.sequence.length;
+  return {
+    tools: step.sequence.map((s) => s.tools),
+    index,
+    length: step.sequence.length,
+    expected: completed ? undefined : step.sequence[index]!.tools,
+    completed,
+    blocked: !completed && allowed.length === 0,
+  };
+}
+
 /** Explains, for every tool, whether it is allowed now and why not. */
 export function explainTools(
   plan: OrchestrationPlan,
@@ -339,24 +371,11 @@ export function explainTools(
       });
     }
   }
-  let sequence: Explanation['sequence'];
-  if (step !== undefined && step.sequence.length > 0) {
-    const index = state.sequenceIndex;
-    const completed = index >= step.sequence.length;
-    sequence = {
-      tools: step.sequence.map((s) => s.tools),
-      index,
-      length: step.sequence.length,
-      expected: completed ? undefined : step.sequence[index]!.tools,
-      completed,
-      blocked: !completed && allowed.length === 0,
-    };
-  }
   return {
     sessionId: state.sessionId,
     activeStep: step?.name,
     stepDescription: step?.description,
-    sequence,
+    sequence: sequenceOf(step, state, allowed),
     allowedTools: allowed,
     tools,
   };

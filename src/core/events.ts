@@ -7,7 +7,8 @@ export type ToolDenial =
   | { code: 'denied'; message: string; pattern: string }
   | { code: 'not-allowed'; message: string; allowed: readonly string[] }
   | { code: 'sequence'; message: string; expected: readonly string[]; index: number; blocked: boolean }
-  | { code: 'no-such-tool'; message: string };
+  | { code: 'no-such-tool'; message: string }
+  | { code: 'not-offered'; message: string; offered: readonly string[] };
 
 /** Events emitted by the engine. */
 export type OrchestrationEvent =

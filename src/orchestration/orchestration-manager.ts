@@ -17,8 +17,10 @@ import {
   explainTools,
   handleMessage,
   recordToolUse,
+  type StepView,
   type TokenUsageInput,
   type ToolCallDecision,
+  viewStep,
 } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { OrchestrationEvent } from '../core/events.js';
@@ -168,6 +170,30 @@ export class OrchestrationManager {
     const decision = authorizeToolCall(plan, state, toolName, allToolIds);
     if (!decision.allowed) this.#dispatch([decision.event]);
     return decision;
+  }
+
+  /**
+   * Handles the latest user message, runs step selection, and returns where the session
+   * stands: its state, the active step, sequence progress and the allowed tools. This is
+   * what a model loop asks before every model step.
+   */
+  async getStepView(
+    config: OrchestrationSource,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+    allToolIds: readonly string[],
+  ): Promise<StepView & { state: OrchestrationState }> {
+    const plan = this.plan(config);
+    assertToolList(allToolIds);
+    const state = await this.#observe(plan, messages, sessionId);
+    const view = viewStep(plan, state, allToolIds);
+    if (view.sequence?.blocked) this.#dispatch(allowedTools(plan, state, allToolIds).events);
+    return { ...view, state };
+  }
+
+  /** Dispatches an event to the listeners (for model loops that detect rejections themselves). */
+  emit(event: OrchestrationEvent): void {
+    this.#dispatch([event]);
   }
 
   /** For every tool: allowed now, or why not. Reads the state without changing it. */
