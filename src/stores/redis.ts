@@ -19,6 +19,11 @@
  *
  * Expiry runs on the Redis server's clock (`PEXPIRE`, sliding: every get or update renews
  * it), so the `now` option cannot drive it and is ignored.
+ *
+ * Faults. Nothing waits unboundedly: with Redis down or hung, a call fails with
+ * `StoreUnavailableError` after about `commandTimeoutMs`, and the store reconnects on its own.
+ * A call that failed on a timeout may still have reached the server and taken effect (no
+ * client can tell); compare-and-set keeps that safe, since later writes build on it.
  */
 import { createHash } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
@@ -54,8 +59,10 @@ export interface RedisStoreOptions extends StoreOptions {
   /** How many times a conflicting update is retried before `StoreConflictError` (default 50). */
   maxRetries?: number;
   /**
-   * How long one command may take, waiting for a connection included, before it fails
-   * with `StoreUnavailableError` (default 2,000 ms).
+   * Bounds every wait, in milliseconds (default 2,000): for a connection and for this
+   * process's earlier operations on the same session (together, per call), and for each
+   * reply. During an outage a call so fails with `StoreUnavailableError` within about this
+   * long, or twice it when a server stops answering a command already sent.
    */
   commandTimeoutMs?: number;
   /** How long one connection attempt may take (default 2,000 ms). */
@@ -271,27 +278,72 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   /**
    * Runs one process's operations on a session one after another: racing our own
    * writes through compare-and-set would only turn them into conflicts and retries.
+   * An operation still queued at its `deadline` gives up without running, so a queue
+   * that builds up during an outage drains in one timeout, not one timeout per entry.
    */
-  function inLane<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+  function inLane<T>(sessionId: string, deadline: number, task: () => Promise<T>): Promise<T> {
     const previous = lanes.get(sessionId);
-    const run = previous === undefined ? task() : previous.then(task, task);
-    const tail = run.then(noop, noop);
+    let result: Promise<T>;
+    let tail: Promise<void>;
+    if (previous === undefined) {
+      result = task();
+      tail = result.then(noop, noop);
+    } else {
+      let begun = false;
+      let abandoned = false;
+      const turn = previous.then(() => {
+        if (abandoned) return undefined;
+        begun = true;
+        return task();
+      });
+      tail = turn.then(noop, noop);
+      result = new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(
+          () => {
+            // Once begun, the task is bounded by its own waits; cutting it short now
+            // could report a failure for a write that still happens.
+            if (begun) return;
+            abandoned = true;
+            reject(
+              unavailable(
+                `gave up after ${commandTimeoutMs} ms waiting for earlier operations on session ${describeId(sessionId)}`,
+              ),
+            );
+          },
+          Math.max(0, deadline - performance.now()),
+        );
+        turn.then(
+          (value) => {
+            clearTimeout(timer);
+            resolve(value as T);
+          },
+          (error: unknown) => {
+            clearTimeout(timer);
+            reject(error);
+          },
+        );
+      });
+    }
     lanes.set(sessionId, tail);
     void tail.then(() => {
       if (lanes.get(sessionId) === tail) lanes.delete(sessionId);
     });
-    return run;
+    return result;
   }
 
   function checkOpen() {
     if (closed) throw new InvalidArgumentError('store', 'the redis store was closed');
   }
 
-  function waitReady(what: string): Promise<void> {
+  function waitReady(what: string, deadline: number): Promise<void> {
     const status = client.status;
-    if (status === 'end') {
-      return Promise.reject(unavailable(`${what} failed: the connection to Redis was closed`));
-    }
+    const failure = (reason: string) => {
+      const detail = lastError === undefined ? '' : ` (last error: ${lastError.message})`;
+      return unavailable(`${what} failed: ${reason}${detail}`);
+    };
+    if (status === 'end') return Promise.reject(failure('the connection to Redis was closed'));
+    const wait = deadline - performance.now();
+    if (wait <= 0) return Promise.reject(failure(`not connected to Redis (${status})`));
     if (status === 'wait') client.connect().catch(noop);
     readyWaiter ??= new Promise<void>((resolve) => {
       client.once('ready', () => {
@@ -301,12 +353,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     });
     const waiter = readyWaiter;
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const detail = lastError === undefined ? '' : ` (last error: ${lastError.message})`;
-        reject(
-          unavailable(`${what} failed: not connected to Redis within ${commandTimeoutMs} ms (${status})${detail}`),
-        );
-      }, commandTimeoutMs);
+      const timer = setTimeout(
+        () => reject(failure(`not connected to Redis within ${commandTimeoutMs} ms (${status})`)),
+        wait,
+      );
       void waiter.then(() => {
         clearTimeout(timer);
         resolve();
@@ -314,12 +364,18 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     });
   }
 
-  /** Sends one command, mapping every failure to a `StoreUnavailableError`. */
-  async function send<T>(what: string, command: () => Promise<T>): Promise<T> {
-    if (client.status !== 'ready') await waitReady(what);
+  /**
+   * Sends one command, mapping every failure to a `StoreUnavailableError`. `deadline`
+   * (from `performance.now()`) bounds the wait for a connection; the reply gets
+   * `commandTimeoutMs` of its own.
+   */
+  async function send<T>(what: string, command: () => Promise<T>, deadline?: number): Promise<T> {
+    if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
     try {
-      // Our own client enforces `commandTimeout` itself; a caller's client may not.
-      return ownsClient ? await command() : await withDeadline(command(), commandTimeoutMs);
+      // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
+      // holds commands back while an earlier batch awaits its replies; a caller's client
+      // may have no timeout at all. So every command gets its own deadline here.
+      return await withDeadline(command(), commandTimeoutMs);
     } catch (error) {
       if (BatonError.isInstance(error)) throw error;
       throw unavailable(`${what} failed: ${(error as Error).message}`, error);
@@ -377,12 +433,16 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     }
   }
 
-  async function runUpdate(sessionId: string, fn: StateUpdater): Promise<OrchestrationState | undefined> {
+  async function runUpdate(
+    sessionId: string,
+    fn: StateUpdater,
+    deadline: number,
+  ): Promise<OrchestrationState | undefined> {
     const keys = sessionKeys(sessionId);
     const member = escapeSessionId(sessionId);
     let snapshot = recall(sessionId);
     if (snapshot === undefined) {
-      const raw = await send('reading a session', () => client.getBuffer(keys[1]));
+      const raw = await send('reading a session', () => client.getBuffer(keys[1]), deadline);
       if (raw !== null) {
         snapshot = decode(sessionId, raw);
         remember(sessionId, snapshot);
@@ -401,16 +461,19 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
         stored = assertState(Object.assign({ ttl: next.ttl }, next, { version: (current?.version ?? 0) + 1 }), 'state');
         payload = JSON.stringify(stored);
       }
-      const reply = await send('writing a session', () =>
-        scripts.batonCasBuffer(
-          ...keys,
-          snapshot?.hash ?? '',
-          payload ?? '',
-          String(stored?.ttl ?? 0),
-          member,
-          limitArg,
-          prefix,
-        ),
+      const reply = await send(
+        'writing a session',
+        () =>
+          scripts.batonCasBuffer(
+            ...keys,
+            snapshot?.hash ?? '',
+            payload ?? '',
+            String(stored?.ttl ?? 0),
+            member,
+            limitArg,
+            prefix,
+          ),
+        deadline,
       );
       if (!Array.isArray(reply)) throw unavailable(`writing a session failed: unexpected reply ${String(reply)}`);
       if (reply[0] === 1) {
@@ -456,14 +519,20 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     async update(sessionId: string, fn: StateUpdater) {
       assertSessionId(sessionId);
       checkOpen();
-      return inLane(sessionId, () => runUpdate(sessionId, fn));
+      const deadline = performance.now() + commandTimeoutMs;
+      return inLane(sessionId, deadline, () => runUpdate(sessionId, fn, deadline));
     },
     async delete(sessionId) {
       assertSessionId(sessionId);
       checkOpen();
-      return inLane(sessionId, async () => {
+      const deadline = performance.now() + commandTimeoutMs;
+      return inLane(sessionId, deadline, async () => {
         const member = escapeSessionId(sessionId);
-        const removed = await send('deleting a session', () => scripts.batonDelete(...sessionKeys(sessionId), member));
+        const removed = await send(
+          'deleting a session',
+          () => scripts.batonDelete(...sessionKeys(sessionId), member),
+          deadline,
+        );
         remember(sessionId, undefined);
         await dropFromIndex(member);
         return removed === 1;
