@@ -269,7 +269,7 @@ describe.skipIf(skip)('redis store on a three-node Redis Cluster', () => {
     },
   });
 
-  it('keeps each session key in the slot of its escaped id, spreading sessions over the nodes', async () => {
+  it('keeps each session key in the slot of its escaped id, spreads sessions over the nodes, sweeps the index', async () => {
     if (cluster === undefined) throw new Error('the test cluster is not running');
     const store: SessionStore = redisStore({ client: cluster, prefix: 'slots:', maxSessions: 100 });
     const ids = Array.from({ length: 30 }, (_, i) => `s{${i}}`);
@@ -287,6 +287,11 @@ describe.skipIf(skip)('redis store on a three-node Redis Cluster', () => {
       }
       expect(slots.size).toBe(3);
       expect(await store.delete(ids[0] ?? '')).toBe(true);
+      expect(await cluster.zcard('slots:lru')).toBe(ids.length - 1);
+      // sweep() checks each indexed key on its own node.
+      for (const id of ['brief{1}', 'brief{2}', 'brief{3}']) await store.update(id, () => state(id, { ttl: 50 }));
+      await pause(150);
+      expect(await store.sweep()).toBe(3);
       expect(await cluster.zcard('slots:lru')).toBe(ids.length - 1);
     } finally {
       node.disconnect();
