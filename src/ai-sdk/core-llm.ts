@@ -1,0 +1,165 @@
+/**
+ * `CoreLLM` and `createLLM()`: one model behind one interface, whichever provider serves
+ * it (AgentDock's CoreLLM role). The template's `llm` block (or its `llm.<provider>` node)
+ * picks the model; environment variables and CLI flags override it.
+ */
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { generateText, type LanguageModel, streamText } from 'ai';
+import { BatonError, InvalidArgumentError } from '../core/errors.js';
+import { createOfflineModel } from './offline-model.js';
+
+/** Providers `createLLM` knows. */
+export const LLM_PROVIDERS = ['openai', 'anthropic', 'openai-compatible', 'offline'] as const;
+
+/** One of {@link LLM_PROVIDERS}. */
+export type LLMProvider = (typeof LLM_PROVIDERS)[number];
+
+/** What picks a model. */
+export interface LLMOptions {
+  provider: LLMProvider | string;
+  /** Model id (default: a sensible one per provider). */
+  model?: string;
+  /** API key; default from the provider's environment variable. */
+  apiKey?: string;
+  /** Base URL (required for `openai-compatible`: Ollama, LM Studio, vLLM, llama.cpp server). */
+  baseURL?: string;
+  /** Environment to read keys from (default `process.env`). */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** A provider's API key was needed and not found. */
+export class MissingApiKeyError extends BatonError {
+  /** The environment variable to set. */
+  readonly variable: string;
+
+  constructor(provider: string, variable: string) {
+    super(
+      'missing-api-key',
+      `No API key for provider "${provider}": set ${variable} (or pass apiKey), or use --model offline, which needs no key.`,
+    );
+    this.name = 'MissingApiKeyError';
+    this.variable = variable;
+  }
+}
+
+const DEFAULT_MODELS: Record<LLMProvider, string> = {
+  openai: 'gpt-4o-mini',
+  anthropic: 'claude-sonnet-4-20250514',
+  'openai-compatible': 'llama3.1',
+  offline: 'offline',
+};
+
+const KEY_VARIABLES: Partial<Record<LLMProvider, string>> = {
+  openai: 'OPENAI_API_KEY',
+  anthropic: 'ANTHROPIC_API_KEY',
+};
+
+/** A language model and the provider it came from, with the AI SDK's calls bound to it. */
+export class CoreLLM {
+  readonly provider: string;
+  readonly modelId: string;
+  /** The AI SDK model, to pass to `streamText`, `generateText` or `ToolLoopAgent`. */
+  readonly model: LanguageModel;
+
+  constructor(model: LanguageModel, info: { provider: string; modelId: string }) {
+    this.model = model;
+    this.provider = info.provider;
+    this.modelId = info.modelId;
+  }
+
+  /** `streamText` with this model. */
+  streamText(options: Omit<Parameters<typeof streamText>[0], 'model'>): ReturnType<typeof streamText> {
+    return streamText({ ...options, model: this.model } as Parameters<typeof streamText>[0]);
+  }
+
+  /** `generateText` with this model. */
+  generateText(options: Omit<Parameters<typeof generateText>[0], 'model'>): ReturnType<typeof generateText> {
+    return generateText({ ...options, model: this.model } as Parameters<typeof generateText>[0]);
+  }
+}
+
+/** Creates a {@link CoreLLM}. Throws {@link MissingApiKeyError} when a needed key is missing. */
+export function createLLM(options: LLMOptions): CoreLLM {
+  const env = options.env ?? process.env;
+  const provider = options.provider as LLMProvider;
+  if (!LLM_PROVIDERS.includes(provider)) {
+    throw new InvalidArgumentError(
+      'provider',
+      `"${options.provider}" is not supported; use one of ${LLM_PROVIDERS.join(', ')} (local servers such as Ollama work through openai-compatible)`,
+    );
+  }
+  const modelId = options.model ?? DEFAULT_MODELS[provider];
+  const keyVariable = KEY_VARIABLES[provider];
+  const apiKey = options.apiKey ?? (keyVariable ? env[keyVariable] : undefined);
+  switch (provider) {
+    case 'offline':
+      return new CoreLLM(createOfflineModel(), { provider, modelId: 'offline' });
+    case 'openai': {
+      if (!apiKey) throw new MissingApiKeyError(provider, keyVariable!);
+      const openai = createOpenAI({ apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}) });
+      return new CoreLLM(openai(modelId), { provider, modelId });
+    }
+    case 'anthropic': {
+      if (!apiKey) throw new MissingApiKeyError(provider, keyVariable!);
+      const anthropic = createAnthropic({ apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}) });
+      return new CoreLLM(anthropic(modelId), { provider, modelId });
+    }
+    case 'openai-compatible': {
+      const baseURL = options.baseURL ?? env.OPENAI_COMPATIBLE_BASE_URL;
+      if (!baseURL) {
+        throw new InvalidArgumentError(
+          'baseURL',
+          'the openai-compatible provider needs a base URL (e.g. http://127.0.0.1:11434/v1 for Ollama): pass baseURL or set OPENAI_COMPATIBLE_BASE_URL',
+        );
+      }
+      const local = createOpenAICompatible({
+        name: 'openai-compatible',
+        baseURL,
+        includeUsage: true,
+        ...((options.apiKey ?? env.OPENAI_COMPATIBLE_API_KEY)
+          ? { apiKey: options.apiKey ?? env.OPENAI_COMPATIBLE_API_KEY }
+          : {}),
+      });
+      return new CoreLLM(local(modelId), { provider, modelId });
+    }
+  }
+}
+
+/**
+ * Parses a model spec such as `offline`, `openai:gpt-4o`, `anthropic:claude-sonnet-4-20250514` or
+ * `openai-compatible:llama3.1@http://127.0.0.1:11434/v1`.
+ */
+export function parseModelSpec(spec: string): Pick<LLMOptions, 'provider' | 'model' | 'baseURL'> {
+  const trimmed = spec.trim();
+  if (trimmed === '')
+    throw new InvalidArgumentError('model', 'the model spec is empty; use e.g. offline or openai:gpt-4o');
+  const colon = trimmed.indexOf(':');
+  if (colon < 0) return { provider: trimmed };
+  const provider = trimmed.slice(0, colon);
+  const rest = trimmed.slice(colon + 1);
+  const at = rest.indexOf('@');
+  if (at < 0) return { provider, model: rest };
+  return { provider, model: rest.slice(0, at), baseURL: rest.slice(at + 1) };
+}
+
+/**
+ * The model a template asks for: its `llm` block, else its first `llm.<provider>` node with
+ * that node's configuration (AgentDock). Undefined when the template names none.
+ */
+export function templateLLMOptions(template: {
+  llm?: { provider: string; model?: string | undefined } | undefined;
+  nodes?: readonly string[] | undefined;
+  nodeConfigurations?: Readonly<Record<string, unknown>> | undefined;
+}): Pick<LLMOptions, 'provider' | 'model'> | undefined {
+  if (template.llm)
+    return template.llm.model
+      ? { provider: template.llm.provider, model: template.llm.model }
+      : { provider: template.llm.provider };
+  const node = template.nodes?.find((n) => n.startsWith('llm.'));
+  if (!node) return undefined;
+  const settings = template.nodeConfigurations?.[node] as { model?: unknown } | undefined;
+  const provider = node.slice('llm.'.length);
+  return typeof settings?.model === 'string' ? { provider, model: settings.model } : { provider };
+}
