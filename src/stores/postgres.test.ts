@@ -271,6 +271,17 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
     expect(stored?.version).toBe(2);
   });
 
+  it('trims to maxSessions after a burst of concurrent creations', async () => {
+    const table = newTable();
+    let time = 1_000_000;
+    const store = open({ table, maxSessions: 5, now: () => time++ });
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.update(`burst${i}`, () => state(`burst${i}`))));
+    await store.update('last', () => state('last'));
+    const [count] = await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`);
+    expect(count?.n).toBe(5);
+    expect(await store.get('last')).toBeDefined();
+  });
+
   it('keeps session ids longer than a btree entry apart', async () => {
     const store = open({ table: newTable() });
     const long = Array.from({ length: 4096 }, (_, i) => String.fromCharCode(0x3042 + ((i * 7919) % 80))).join('');

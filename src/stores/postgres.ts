@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL store: one row per session, shared safely by many server processes.
- * `update` is a pessimistic read-modify-write (`SELECT ... FOR UPDATE` inside a transaction),
- * so a hot session never livelocks the way compare-and-set retries can.
+ * `update` first tries a compare-and-set on the row version it knows (one statement, one
+ * commit); when another writer got in first it falls back to a transaction that locks the row
+ * (`SELECT ... FOR UPDATE`), so a hot session never livelocks the way endless retries can.
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
@@ -10,7 +11,11 @@ import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableE
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
-/** Options of {@link postgresStore}. Pass either `pool` or `connectionString`, not both. */
+/**
+ * Options of {@link postgresStore}. Pass either `pool` or `connectionString`, not both. With
+ * `maxSessions`, each new session counts the table's rows and creations are serialised per table,
+ * so keep it for bounded tables; rows being updated at that moment are never evicted.
+ */
 export interface PostgresStoreOptions extends StoreOptions {
   /**
    * A pool you own. The store never ends it, and its own timeouts and `error` listener are
@@ -28,11 +33,17 @@ export interface PostgresStoreOptions extends StoreOptions {
    * `<table>_migrations`.
    */
   table?: string;
-  /** Server-side limit of each statement, lock waits included, in ms (default 5,000). */
+  /**
+   * Limit of each statement, lock waits included, in ms (default 5,000); the client gives up
+   * one second later if the server does not answer at all. Not applied to a `pool` you pass.
+   */
   statementTimeoutMs?: number;
-  /** Limit on connecting, and on waiting for a free pooled connection, in ms (default 2,000). */
+  /**
+   * Limit on connecting, and on waiting for a free pooled connection, in ms (default 2,000).
+   * Not applied to a `pool` you pass.
+   */
   connectionTimeoutMillis?: number;
-  /** Connections in the pool the store creates (default 10). */
+  /** Connections in the pool the store creates (default 10). Not applied to a `pool` you pass. */
   poolSize?: number;
 }
 
@@ -138,6 +149,9 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     remove: `DELETE FROM ${t} WHERE session_key = $1 RETURNING ${live} AS live`,
     removeExpired: `DELETE FROM ${t} WHERE session_key = $1`,
     sweep: `DELETE FROM ${t} WHERE expires_at <= $1`,
+    // Evictions are serialised per table: two running at once would each remove the excess
+    // they counted (skipping the rows the other one locked), so together remove too many.
+    evictLock: 'SELECT pg_advisory_xact_lock($1::bigint)',
     count: `SELECT count(*)::bigint AS n FROM ${t}`,
     // SKIP LOCKED: a session locked right now is being used, so it is not the least recent,
     // and waiting for it could deadlock two transactions evicting at once.
@@ -235,7 +249,9 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     }
   }
 
+  const evictLockKey = advisoryKey(`evict:${table}`);
   async function evictBeyondLimit(client: PoolClient, keep: Buffer) {
+    await run(client, 'evictLock', [evictLockKey]);
     const [row] = await run<{ n: string }>(client, 'count', []);
     const excess = Number(row?.n ?? 0) - maxSessions;
     if (excess > 0) await run(client, 'evict', [keep, excess]);
@@ -368,6 +384,8 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
         }
         const [row] = await run<WrittenRow & { json: string; expired: boolean }>(client, 'peek', [key, at]);
         if (row === undefined) {
+          // With a size limit, a new session and the evictions it causes commit together.
+          if (maxSessions !== Number.POSITIVE_INFINITY) return undefined;
           const next = callUpdater(fn, undefined);
           return next === undefined ? { state: undefined } : create(client, key, sessionId, at, next);
         }
@@ -423,8 +441,7 @@ async function migrate(pool: Pool, table: string): Promise<void> {
   let broken: unknown;
   try {
     await client.query('BEGIN');
-    const lockKey = createHash('sha256').update(`baton:postgres-store:migrate:${table}`).digest().readBigInt64BE(0);
-    await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [lockKey.toString()]);
+    await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryKey(`migrate:${table}`)]);
     const migrations = quote(`${table}_migrations`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${migrations} (
       version INTEGER PRIMARY KEY,
@@ -532,6 +549,11 @@ function sessionKey(sessionId: string): Buffer {
     throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
   }
   return createHash('sha256').update(sessionId, 'utf8').digest();
+}
+
+/** A 64-bit advisory lock key for `name`, as the decimal string PostgreSQL parses. */
+function advisoryKey(name: string): string {
+  return createHash('sha256').update(`baton:postgres-store:${name}`).digest().readBigInt64BE(0).toString();
 }
 
 function quote(identifier: string): string {
