@@ -248,6 +248,19 @@ describe.skipIf(skip)('redisStore', () => {
     expect(await raw.zcard(`${prefix}lru`)).toBe(4);
   });
 
+  it("evicts and sweeps the right keys through a caller's client that has a keyPrefix", async () => {
+    const client = new Redis(URL, { keyPrefix: `${RUN_PREFIX}kp:` });
+    clients.push(client);
+    const store = open({ client, maxSessions: 2 }, 'inner');
+    for (const id of ['a', 'b', 'c']) await store.update(id, () => state(id, { ttl: id === 'c' ? 100 : 0 }));
+    const key = (id: string) => redisSessionKey(id, `${RUN_PREFIX}kp:${RUN_PREFIX}inner:`);
+    expect([await raw.exists(key('a')), await raw.exists(key('b')), await raw.exists(key('c'))]).toEqual([0, 1, 1]);
+    await pause(200);
+    expect(await store.sweep()).toBe(1);
+    expect(await raw.zrange(`${RUN_PREFIX}kp:${RUN_PREFIX}inner:lru`, 0, -1)).toEqual(['b']);
+    expect(() => redisStore({ client: new Redis({ lazyConnect: true, keyPrefix: 'x{y}' }) })).toThrow(/keyPrefix/);
+  });
+
   it('fails within the command timeout when Redis is unreachable', async () => {
     const port = await freePort();
     const store = redisStore({ url: `redis://127.0.0.1:${port}`, commandTimeoutMs: 300 });

@@ -240,6 +240,13 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     });
   }
   const cluster = client.isCluster;
+  // ioredis adds a client's `keyPrefix` to declared keys, not to keys a script builds
+  // from its arguments (evictions, sweeps), so those get it spelled out.
+  const clientPrefix = client.options.keyPrefix ?? '';
+  if (/[{}]/.test(clientPrefix)) {
+    throw new InvalidArgumentError('client', `its keyPrefix ${JSON.stringify(clientPrefix)} contains "{" or "}"`);
+  }
+  const scriptPrefix = clientPrefix + prefix;
   const tracked = maxSessions !== Number.POSITIVE_INFINITY;
   const lruKey = `${prefix}lru`;
   // On a single node the LRU index rides in the same script as the state (one slot does
@@ -398,7 +405,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
 
   function corrupted(sessionId: string, detail: string, cause: unknown) {
     return unavailable(
-      `the stored state of session ${describeId(sessionId)} (key ${describeId(redisSessionKey(sessionId, prefix))}) ` +
+      `the stored state of session ${describeId(sessionId)} (key ${describeId(redisSessionKey(sessionId, scriptPrefix))}) ` +
         `is corrupted: ${detail}. Delete the session to start it afresh.`,
       cause,
     );
@@ -471,7 +478,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
             String(stored?.ttl ?? 0),
             member,
             limitArg,
-            prefix,
+            scriptPrefix,
           ),
         deadline,
       );
@@ -504,7 +511,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       checkOpen();
       const member = escapeSessionId(sessionId);
       const raw = await send('reading a session', () =>
-        scripts.batonGetBuffer(...sessionKeys(sessionId), member, limitArg, prefix),
+        scripts.batonGetBuffer(...sessionKeys(sessionId), member, limitArg, scriptPrefix),
       );
       if (!Buffer.isBuffer(raw)) {
         remember(sessionId, undefined);
@@ -571,7 +578,9 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
 
   async function sweepMembers(members: string[]): Promise<number> {
     if (!cluster) {
-      const count = await send('sweeping expired sessions', () => scripts.batonSweep(1, lruKey, prefix, ...members));
+      const count = await send('sweeping expired sessions', () =>
+        scripts.batonSweep(1, lruKey, scriptPrefix, ...members),
+      );
       return Number(count);
     }
     // On a Cluster each session key lives in its own slot, so no script can check them
