@@ -90,7 +90,7 @@ export function createLLM(options: LLMOptions): CoreLLM {
       `"${options.provider}" is not supported; use one of ${LLM_PROVIDERS.join(', ')} (local servers such as Ollama work through openai-compatible)`,
     );
   }
-  const modelId = options.model ?? DEFAULT_MODELS[provider];
+  const modelId = options.model || DEFAULT_MODELS[provider];
   const keyVariable = KEY_VARIABLES[provider];
   const apiKey = options.apiKey ?? (keyVariable ? env[keyVariable] : undefined);
   switch (provider) {
@@ -140,8 +140,10 @@ export function parseModelSpec(spec: string): Pick<LLMOptions, 'provider' | 'mod
   const provider = trimmed.slice(0, colon);
   const rest = trimmed.slice(colon + 1);
   const at = rest.indexOf('@');
-  if (at < 0) return { provider, model: rest };
-  return { provider, model: rest.slice(0, at), baseURL: rest.slice(at + 1) };
+  const model = at < 0 ? rest : rest.slice(0, at);
+  const baseURL = at < 0 ? '' : rest.slice(at + 1);
+  // An empty part (`openai:`, `openai-compatible:@http://…`) means "the default", not a model named "".
+  return { provider, ...(model ? { model } : {}), ...(baseURL ? { baseURL } : {}) };
 }
 
 /**
