@@ -192,11 +192,11 @@ describe.skipIf(skip)('redisStore', () => {
   it('renews the TTL on get, stores ttl 0 without expiry, and rejects an invalid updater result', async () => {
     const prefix = `${RUN_PREFIX}ttl:`;
     const store = open({}, 'ttl');
-    await store.update('s', () => state('s', { ttl: 400 }));
-    await pause(250);
+    await store.update('s', () => state('s', { ttl: 1_000 }));
+    await pause(600);
     expect(await store.get('s')).toBeDefined();
-    expect(await raw.pttl(redisSessionKey('s', prefix))).toBeGreaterThan(300);
-    await pause(250); // 500 ms after the write: alive only because get renewed it
+    expect(await raw.pttl(redisSessionKey('s', prefix))).toBeGreaterThan(800);
+    await pause(600); // 1,200 ms after the write: alive only because get renewed it
     expect(await store.get('s')).toBeDefined();
     await store.update('forever', () => state('forever', { ttl: 0 }));
     expect(await raw.pttl(redisSessionKey('forever', prefix))).toBe(-1);
