@@ -1,0 +1,274 @@
+import { type ModelMessage, tool, type UIMessage } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CoreLLM, MissingApiKeyError } from '../ai-sdk/core-llm.js';
+import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
+import type { StepInfo } from '../ai-sdk/orchestrate.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import { parseTemplate } from '../core/validate-template.js';
+import { loadTemplate } from '../templates/load-template.js';
+import { ScriptedModel } from '../testing/scripted-model.js';
+import { createAgent } from './create-agent.js';
+
+const EXAMPLE = new URL('../../examples/agents/cognitive-reasoner.json', import.meta.url).pathname;
+
+/** A small template with message-triggered modes, so the expected tool order is known exactly. */
+const template = parseTemplate({
+  id: 'researcher',
+  personality: 'You are a patient researcher.',
+  llm: { provider: 'openai', model: 'gpt-4o' },
+  tools: ['search', 'think', 'reflect', 'critique'],
+  orchestration: {
+    description: 'Pick the mode that fits the question.',
+    steps: [
+      {
+        name: 'ResearchMode',
+        conditions: [{ type: 'message_regex', value: 'research|how many' }],
+        sequence: ['search', 'think', 'reflect'],
+        availableTools: { allowed: ['search', 'think', 'reflect'] },
+      },
+      {
+        name: 'CritiqueMode',
+        conditions: [{ type: 'message_regex', value: 'critique' }],
+        sequence: ['critique', 'reflect'],
+        availableTools: { allowed: ['critique', 'reflect'] },
+      },
+      { name: 'Open', isDefault: true },
+    ],
+  },
+});
+
+const RESEARCH = 'Please research how many electric vehicles will be on the road by 2030';
+const CRITIQUE = 'Critique the argument that remote work improves productivity';
+
+interface Turn {
+  steps: StepInfo[];
+  /** Tools whose execution produced a result, in order. */
+  executed: string[];
+  /** Tools whose call was refused or failed. */
+  failed: string[];
+  text: string;
+}
+
+/** Consumes a turn as a client would, collecting what it shows. */
+async function play(result: OrchestratedStreamResult, steps: StepInfo[]): Promise<Turn> {
+  const executed: string[] = [];
+  const failed: string[] = [];
+  let text = '';
+  for await (const part of result.stream) {
+    if (part.type === 'tool-result') executed.push(part.toolName);
+    else if (part.type === 'tool-error') failed.push(part.toolName);
+    else if (part.type === 'text-delta') text += part.text;
+  }
+  return { steps, executed, failed, text };
+}
+
+async function ask(
+  agent: ReturnType<typeof createAgent>,
+  messages: readonly (UIMessage | ModelMessage)[],
+  sessionId = 's',
+): Promise<Turn & { result: OrchestratedStreamResult }> {
+  const steps: StepInfo[] = [];
+  const result = await agent.handleMessage({ messages, sessionId, onStep: (info) => void steps.push(info) });
+  return { ...(await play(result, steps)), result };
+}
+
+const progress = (steps: readonly StepInfo[]) =>
+  steps.map((s) => `${s.activeStep}:${s.sequence?.index ?? '-'}:${s.allowedTools.join('|')}`);
+
+describe('createAgent with the offline model', () => {
+  it('answers a plain message, following the sequence of the step the message selects', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    expect([agent.id, agent.llm.provider, Object.keys(agent.tools)]).toEqual([
+      'researcher',
+      'offline',
+      ['search', 'think', 'reflect', 'critique'],
+    ]);
+    const turn = await ask(agent, [{ role: 'user', content: RESEARCH }]);
+    expect(progress(turn.steps)).toEqual([
+      'ResearchMode:0:search',
+      'ResearchMode:1:think',
+      'ResearchMode:2:reflect',
+      'ResearchMode:3:search|think|reflect',
+    ]);
+    expect(turn.executed).toEqual(['search', 'think', 'reflect']);
+    expect(turn.failed).toEqual([]);
+    expect(turn.text).toContain('`search`, then `think`, then `reflect`');
+    expect(turn.text).toBe(await turn.result.text);
+
+    const state = await turn.result.finalOrchestrationState;
+    expect(state).toMatchObject({ activeStep: 'ResearchMode', sequenceIndex: 3 });
+    expect(state?.recentlyUsedTools).toEqual(['search', 'think', 'reflect']);
+    const usage = await turn.result.usage;
+    expect(state?.cumulativeTokenUsage).toEqual({
+      promptTokens: usage.inputTokens,
+      completionTokens: usage.outputTokens,
+      totalTokens: usage.totalTokens,
+    });
+    expect(usage.totalTokens).toBeGreaterThan(0);
+  });
+
+  it('answers AI SDK UI messages (parts), reading the message conditions from their parts', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    const first: UIMessage = { id: 'u1', role: 'user', parts: [{ type: 'text', text: RESEARCH }] };
+    const turn1 = await ask(agent, [first], 'ui');
+    expect(turn1.executed).toEqual(['search', 'think', 'reflect']);
+    expect(turn1.steps[0]?.activeStep).toBe('ResearchMode');
+
+    // The next turn, as useChat sends it: the whole conversation, the answer included.
+    const conversation: UIMessage[] = [
+      first,
+      { id: 'a1', role: 'assistant', parts: [{ type: 'text', text: turn1.text }] },
+      { id: 'u2', role: 'user', parts: [{ type: 'text', text: CRITIQUE }] },
+    ];
+    const turn2 = await ask(agent, conversation, 'ui');
+    expect(progress(turn2.steps)).toEqual([
+      'CritiqueMode:0:critique',
+      'CritiqueMode:1:reflect',
+      'CritiqueMode:2:reflect|critique', // in the order of the agent's tools
+    ]);
+    expect(turn2.executed).toEqual(['critique', 'reflect']);
+    expect(turn2.text).toContain('## Critique the argument');
+    const state = await turn2.result.finalOrchestrationState;
+    expect(state?.recentlyUsedTools).toEqual(['search', 'think', 'reflect', 'critique', 'reflect']);
+  });
+
+  it('runs the example cognitive-reasoner template, never executing a tool that was not offered', async () => {
+    const example = await loadTemplate(EXAMPLE);
+    const agent = createAgent(example, { model: 'offline' });
+    for (const [index, messages] of [
+      [{ role: 'user' as const, content: 'How many electric vehicles will be on the road by 2030?' }],
+      [
+        {
+          id: 'u1',
+          role: 'user' as const,
+          parts: [{ type: 'text' as const, text: 'How many electric vehicles will be on the road by 2030?' }],
+        },
+      ],
+    ].entries()) {
+      const steps: StepInfo[] = [];
+      const offeredAtCall = new Map<string, readonly string[]>();
+      const result = await agent.handleMessage({
+        messages,
+        sessionId: `example-${index}`,
+        onStep: (info) => void steps.push(info),
+      });
+      for await (const part of result.stream) {
+        if (part.type === 'tool-call') offeredAtCall.set(part.toolCallId, steps.at(-1)?.allowedTools ?? []);
+      }
+      const calls = (await result.steps).flatMap((s) => s.toolResults.map((r) => [r.toolCallId, r.toolName] as const));
+      expect(calls.map(([, name]) => name).slice(0, 3)).toEqual(['search', 'think', 'reflect']);
+      for (const [id, name] of calls) expect(offeredAtCall.get(id)).toContain(name);
+      expect(await result.text).toContain('search');
+      expect((await result.finalOrchestrationState)?.cumulativeTokenUsage.totalTokens).toBeGreaterThan(0);
+    }
+  });
+
+  it('keeps the personality and the orchestration guide in the instructions', async () => {
+    const model = new ScriptedModel([{ text: 'hi' }]);
+    const agent = createAgent(template, { model });
+    expect([agent.llm.provider, agent.llm.modelId]).toEqual(['scripted', 'scripted']);
+    await (
+      await agent.handleMessage({ messages: [{ role: 'user', content: 'hello' }], sessionId: 'p' })
+    ).consumeStream();
+    const system = model.calls[0]?.prompt.find((m) => m.role === 'system')?.content;
+    expect(system).toContain('You are a patient researcher.');
+    expect(system).toContain('Pick the mode that fits the question.');
+    expect(system).toContain('Active step: Open');
+  });
+
+  it('refuses a model that skips ahead, whatever the model is', async () => {
+    const model = new ScriptedModel([
+      { toolCalls: [{ toolName: 'reflect', input: { topic: 't', reflection: 'r' } }] },
+      { text: 'gave up' },
+    ]);
+    const agent = createAgent(template, { model: new CoreLLM(model, { provider: 'scripted', modelId: 'm' }) });
+    const turn = await ask(agent, [{ role: 'user', content: RESEARCH }]);
+    expect(turn.executed).toEqual([]);
+    expect(turn.failed).toEqual(['reflect']);
+    expect(model.offeredTools()).toEqual([['search'], ['search']]);
+    expect((await turn.result.finalOrchestrationState)?.sequenceIndex).toBe(0);
+  });
+
+  it('rejects messages that are not an array', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    await expect(
+      agent.handleMessage({ messages: 'hello' as unknown as ModelMessage[], sessionId: 's' }),
+    ).rejects.toThrow(InvalidArgumentError);
+  });
+
+  // BUG (offline model + tool call de-duplication): the offline model's toolCallIds are
+  // `offline-<user message index>-<n>`, so a new conversation on an existing session (a client
+  // that sends only the latest message, or `baton chat --session x --store ...` run twice)
+  // repeats ids the session already recorded; recordToolUse drops them as replays and the
+  // sequence never advances. Remove `.fails` once the ids are unique per turn.
+  it.fails('advances the sequence in a second conversation on the same session', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    await ask(agent, [{ role: 'user', content: RESEARCH }], 'again');
+    const turn = await ask(agent, [{ role: 'user', content: CRITIQUE }], 'again');
+    expect(turn.executed).toEqual(['critique', 'reflect']);
+    expect((await turn.result.finalOrchestrationState)?.recentlyUsedTools).toEqual([
+      'search',
+      'think',
+      'reflect',
+      'critique',
+      'reflect',
+    ]);
+  });
+});
+
+describe('createAgent configuration errors', () => {
+  it('names the tools that have no implementation, and accepts them through options.tools', () => {
+    const needsMore = parseTemplate({ id: 'x', tools: ['search', 'telepathy', 'teleport'] });
+    let caught: unknown;
+    try {
+      createAgent(needsMore, { model: 'offline' });
+    } catch (error) {
+      caught = error;
+    }
+    expect(InvalidArgumentError.isInstance(caught)).toBe(true);
+    expect((caught as Error).message).toContain(
+      'agent "x" names tools that have no implementation: telepathy, teleport',
+    );
+    expect((caught as Error).message).toContain('options.tools');
+
+    const stub = tool({ description: 'stub', inputSchema: z.object({}), execute: async () => 'ok' });
+    const agent = createAgent(needsMore, { model: 'offline', tools: { telepathy: stub, teleport: stub } });
+    expect(Object.keys(agent.tools)).toEqual(['search', 'telepathy', 'teleport']);
+  });
+
+  it('lets options.tools replace a built-in tool', async () => {
+    const calls: unknown[] = [];
+    const search = tool({
+      description: 'my search',
+      inputSchema: z.object({ query: z.string() }),
+      execute: async ({ query }) => {
+        calls.push(query);
+        return { results: [] };
+      },
+    });
+    const agent = createAgent(template, { model: 'offline', tools: { search } });
+    const turn = await ask(agent, [{ role: 'user', content: RESEARCH }]);
+    expect(turn.executed[0]).toBe('search');
+    expect(calls).toEqual([RESEARCH]);
+  });
+
+  it("throws MissingApiKeyError for the template's model when its key is missing", async () => {
+    const example = await loadTemplate(EXAMPLE);
+    expect(() => createAgent(example, { env: {} })).toThrow(MissingApiKeyError);
+    expect(() => createAgent(example, { env: {} })).toThrow(/ANTHROPIC_API_KEY.*--model offline/);
+    expect(() => createAgent(template, { env: {} })).toThrow(/OPENAI_API_KEY/);
+    // With the key, the template's model is used as is.
+    const agent = createAgent(example, { env: { ANTHROPIC_API_KEY: 'sk-ant-test' } });
+    expect([agent.llm.provider, agent.llm.modelId]).toEqual(['anthropic', 'claude-sonnet-4-20250514']);
+  });
+
+  it('throws MissingApiKeyError for a model spec without its key', () => {
+    expect(() => createAgent(template, { model: 'anthropic:claude-x', env: {} })).toThrow(/ANTHROPIC_API_KEY/);
+  });
+
+  it('asks for a model when neither the template nor the options name one', () => {
+    const bare = parseTemplate({ id: 'bare', tools: ['think'] });
+    expect(() => createAgent(bare)).toThrow(/agent "bare" names no model; pass options.model/);
+  });
+});
