@@ -164,11 +164,11 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
     const records: { phase: string; record: CallRecord }[] = [];
     let phase: 'before' | 'down' | 'frozen' | 'after' = 'before';
     const okByPhase = { before: 0, down: 0, frozen: 0, after: 0 };
-    let running_ = true;
+    let trafficOn = true;
     let sequence = 0;
 
     const worker = async (sessionId: string) => {
-      while (running_) {
+      while (trafficOn) {
         const tool = `${sessionId}-${sequence++}`;
         const record = await timed(() =>
           active.update(sessionId, (current: OrchestrationState | undefined) => {
@@ -229,7 +229,7 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
     await sleep(2_500);
     expect(okByPhase.after - afterRestart).toBeGreaterThan(20);
 
-    running_ = false;
+    trafficOn = false;
     await traffic;
 
     // Every failure during the outages was a prompt StoreUnavailableError.
