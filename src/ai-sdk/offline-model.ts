@@ -190,10 +190,10 @@ function readTurn(prompt: LanguageModelV4Prompt): Turn {
 }
 
 // An error result that says the tool was not available (the AI SDK's NoSuchToolError, Baton's
-// rejection). Such a call did not happen as far as the plan is concerned, so the model tries the
-// tool again once it is offered. Any other result, errors of the tool itself included, counts as
-// done: retrying a tool that failed would only fail again.
-const REJECTION = /NoSuchToolError|unavailable tool|not (?:allowed|available|offered)|rejected/i;
+// ToolRejectedError "Tool "x" was not run: ..."). Such a call did not happen as far as the plan
+// is concerned, so the model tries the tool again once it is offered. Any other result, errors
+// of the tool itself included, counts as done: retrying a tool that failed would only fail again.
+const REJECTION = /NoSuchToolError|unavailable tool|not (?:allowed|available|offered|run)\b|rejected/i;
 
 function isRejected(output: LanguageModelV4ToolResultOutput | undefined): boolean {
   if (output === undefined) return false;
