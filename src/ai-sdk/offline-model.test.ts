@@ -193,6 +193,35 @@ describe('the offline model in the AI SDK loop', () => {
     expect(order()).toEqual(['search', 'think', 'reflect']);
   });
 
+  it('tries a tool again after a rejection, but not after the tool itself failed', async () => {
+    const run = async (error: string) => {
+      const { tools, order } = recordingTools();
+      let attempts = 0;
+      const search = tool({
+        description: 'search',
+        inputSchema: z.object({ query: z.string() }),
+        execute: async (): Promise<string> => {
+          attempts++;
+          if (attempts === 1) throw new Error(error);
+          return 'found';
+        },
+      });
+      await generateText({
+        model: createOfflineModel(),
+        tools: { ...tools, search },
+        prompt: EV,
+        stopWhen: isStepCount(10),
+      });
+      return { attempts, others: order() };
+    };
+    // Baton's ToolRejectedError: the call did not happen, so search comes again.
+    expect(await run('Tool "search" was not run: step "X" expects think next')).toEqual({
+      attempts: 2,
+      others: ['think', 'reflect'],
+    });
+    expect(await run('kaput')).toEqual({ attempts: 1, others: ['think', 'reflect'] });
+  });
+
   it('answers in plain text when no tool is offered or the tool choice is none', async () => {
     const { tools, order } = recordingTools();
     const none = await generateText({ model: createOfflineModel(), tools, toolChoice: 'none', prompt: EV });
@@ -218,6 +247,9 @@ describe('the offline model in the AI SDK loop', () => {
       '**search**: 5 results; top: "Solar versus wind energy for residential power generation"',
     );
     expect(result.text).toContain('**compare**: solar vs wind energy for residential power generation on 3 criteria');
+    expect(result.text).toContain(
+      '**In short:** Wind can beat solar on open, windy rural land and complements it seasonally.',
+    );
   });
 });
 
