@@ -202,7 +202,7 @@ describe('createAgent with the offline model', () => {
   // that sends only the latest message, or `baton chat --session x --store ...` run twice)
   // repeats ids the session already recorded; recordToolUse drops them as replays and the
   // sequence never advances. Remove `.fails` once the ids are unique per turn.
-  it.fails('advances the sequence in a second conversation on the same session', async () => {
+  it('advances the sequence in a second conversation on the same session', async () => {
     const agent = createAgent(template, { model: 'offline' });
     await ask(agent, [{ role: 'user', content: RESEARCH }], 'again');
     const turn = await ask(agent, [{ role: 'user', content: CRITIQUE }], 'again');

@@ -131,7 +131,14 @@ describe('the offline model in the AI SDK loop', () => {
     const first = await run('generate');
     expect(await run('generate')).toEqual(first);
     expect(await run('stream')).toEqual(first);
-    expect(first.calls.flat().map((c) => c[0])).toEqual(['offline-0-1', 'offline-0-2', 'offline-0-3']);
+    const ids = first.calls.flat().map((c) => String(c[0]));
+    expect(ids).toEqual([
+      expect.stringMatching(/^offline-[\w-]{10}-0-1$/),
+      expect.stringMatching(/^offline-[\w-]{10}-0-2$/),
+      expect.stringMatching(/^offline-[\w-]{10}-0-3$/),
+    ]);
+    // One conversation, one fingerprint; another conversation gets other ids.
+    expect(new Set(ids.map((id) => id.slice(0, 18))).size).toBe(1);
   });
 
   it('never makes more than maxToolCalls calls in a turn, even when a gate keeps asking', async () => {
@@ -335,7 +342,7 @@ describe('the offline model as a v4 provider', () => {
     const deltas = parts.flatMap((p) => (p.type === 'tool-input-delta' ? [p.delta] : []));
     const call = parts.find((p) => p.type === 'tool-call');
     if (call?.type !== 'tool-call') throw new Error('no tool-call part');
-    expect(call).toMatchObject({ toolCallId: 'offline-0-1', toolName: 'search' });
+    expect(call).toMatchObject({ toolCallId: expect.stringMatching(/^offline-[\w-]{10}-0-1$/), toolName: 'search' });
     expect(JSON.parse(call.input)).toEqual({ query: EV });
     expect(deltas.join('')).toBe(call.input);
     expect(generated.content).toEqual([call]);
@@ -396,7 +403,11 @@ describe('the offline model as a v4 provider', () => {
       prompt: conversation,
       tools: [functionTool('search', builtinSchema('query'))],
     });
-    expect(result.content[0]).toMatchObject({ type: 'tool-call', toolCallId: 'offline-1-1', toolName: 'search' });
+    expect(result.content[0]).toMatchObject({
+      type: 'tool-call',
+      toolCallId: expect.stringMatching(/^offline-[\w-]{10}-1-1$/),
+      toolName: 'search',
+    });
   });
 
   it('plans by keywords, in the order of the cognitive-reasoner modes', () => {

@@ -96,7 +96,10 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
   const cached = options.tools === undefined ? byConfig.get(source) : undefined;
   if (cached !== undefined) return cached;
 
-  const isTemplate = typeof source === 'object' && source !== null && !('steps' in source);
+  // A template may keep any unknown top-level key, even "steps"; an orchestration block never
+  // has an "orchestration" key (it is strict). So "orchestration" decides first.
+  const isTemplate =
+    typeof source === 'object' && source !== null && ('orchestration' in source || !('steps' in source));
   const config: unknown = isTemplate
     ? ((source as { orchestration?: unknown }).orchestration ?? { steps: [] })
     : source;

@@ -96,10 +96,16 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
+/** Names longer than this get no "did you mean" hint. */
+const MAX_HINT_LENGTH = 128;
+
 /** A "did you mean" hint when `input` is close to one of `candidates`. */
 export function didYouMean(input: string, candidates: readonly string[]): string | undefined {
-  if (candidates.length === 0) return undefined;
-  const best = closest(input, candidates as string[]);
+  // Edit distance is quadratic in the lengths: a typo hint is only useful for names of
+  // ordinary length, and a huge name must not stall validation.
+  const usable = candidates.filter((c) => c.length <= MAX_HINT_LENGTH);
+  if (usable.length === 0 || input.length > MAX_HINT_LENGTH) return undefined;
+  const best = closest(input, usable);
   const limit = Math.max(2, Math.floor(best.length / 3));
   return distance(input.toLowerCase(), best.toLowerCase()) <= limit ? `did you mean "${best}"?` : undefined;
 }
