@@ -3,8 +3,8 @@
  * `processToolUsage`), the heap kept per idle session, and how the cost per turn grows
  * with steps, agent tools and historyLimit. A benchmark, never part of `npm test`.
  *
- * Flags: `--only=turns|memory|growth` runs one section (for profiling); `--quick` runs
- * fewer repetitions.
+ * Flags (for profiling): `--only=turns|memory|growth` runs one section;
+ * `--agent=agentdock|example` runs one of the two turn workloads; `--quick` runs fewer repetitions.
  */
 import { cpus, platform, release } from 'node:os';
 import { Bench } from 'tinybench';
@@ -47,6 +47,7 @@ import {
 const args = process.argv.slice(2);
 const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const quick = args.includes('--quick');
+const agentFilter = args.find((a) => a.startsWith('--agent='))?.slice('--agent='.length);
 const runs = (section: string) => only === undefined || only === section;
 
 /** The issue's workload. */
@@ -430,8 +431,8 @@ async function benchGrowth(agent: ReferenceAgent): Promise<Row[]> {
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const agentdock = loadAgent(AGENTDOCK_TEMPLATE_URL, 'cognitive-reasoner, AgentDock original (bench/fixtures)');
-  const example = loadAgent(EXAMPLE_TEMPLATE_URL, 'cognitive-reasoner, as shipped in examples/agents');
+  const agentdock = loadAgent(AGENTDOCK_TEMPLATE_URL, 'cognitive-reasoner (AgentDock original)');
+  const example = loadAgent(EXAMPLE_TEMPLATE_URL, 'cognitive-reasoner (examples/agents)');
   const cpu = cpus();
   const started = performance.now();
   console.log('Baton benchmark');
@@ -440,8 +441,8 @@ async function main(): Promise<void> {
 
   const workloads: WorkloadSummary[] = [];
   if (runs('turns')) {
-    workloads.push(await benchWorkload(agentdock));
-    workloads.push(await benchWorkload(example));
+    if (agentFilter === undefined || agentFilter === 'agentdock') workloads.push(await benchWorkload(agentdock));
+    if (agentFilter === undefined || agentFilter === 'example') workloads.push(await benchWorkload(example));
   }
   const memory = runs('memory') ? await benchMemory(agentdock) : undefined;
   const growth = runs('growth') ? await benchGrowth(agentdock) : undefined;
