@@ -25,7 +25,7 @@
  * A call that failed on a timeout may still have reached the server and taken effect (no
  * client can tell); compare-and-set keeps that safe, since later writes build on it.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
 import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
@@ -596,7 +596,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
 
 function sha1(bytes: Buffer | string): string {
   // A string is hashed as UTF-8, the bytes ioredis sends for it.
-  return createHash('sha1').update(bytes).digest('hex');
+  return hash('sha1', bytes, 'hex');
 }
 
 function positive(path: string, value: number | undefined, fallback: number): number {
