@@ -71,6 +71,12 @@ describe('createLLM', () => {
     expect(error.message).toMatch(/no key/);
   });
 
+  it('MissingApiKeyError.isInstance is true for it only, not for every Baton error', () => {
+    expect(MissingApiKeyError.isInstance(new MissingApiKeyError('openai', 'OPENAI_API_KEY'))).toBe(true);
+    expect(MissingApiKeyError.isInstance(new InvalidArgumentError('provider', 'bad'))).toBe(false);
+    expect(MissingApiKeyError.isInstance(new Error('x'))).toBe(false);
+  });
+
   it('treats an empty key in the environment as missing', () => {
     expect(() => createLLM({ provider: 'openai', env: { OPENAI_API_KEY: '' } })).toThrow(MissingApiKeyError);
   });

@@ -42,6 +42,11 @@ export class MissingApiKeyError extends BatonError {
     this.name = 'MissingApiKeyError';
     this.variable = variable;
   }
+
+  /** True for a {@link MissingApiKeyError} from any copy of the package (not for other Baton errors). */
+  static override isInstance(error: unknown): error is MissingApiKeyError {
+    return BatonError.isInstance(error) && error.code === 'missing-api-key';
+  }
 }
 
 const DEFAULT_MODELS: Record<LLMProvider, string> = {
