@@ -197,11 +197,6 @@ describe('createAgent with the offline model', () => {
     ).rejects.toThrow(InvalidArgumentError);
   });
 
-  // BUG (offline model + tool call de-duplication): the offline model's toolCallIds are
-  // `offline-<user message index>-<n>`, so a new conversation on an existing session (a client
-  // that sends only the latest message, or `baton chat --session x --store ...` run twice)
-  // repeats ids the session already recorded; recordToolUse drops them as replays and the
-  // sequence never advances. Remove `.fails` once the ids are unique per turn.
   it('advances the sequence in a second conversation on the same session', async () => {
     const agent = createAgent(template, { model: 'offline' });
     await ask(agent, [{ role: 'user', content: RESEARCH }], 'again');
@@ -214,6 +209,20 @@ describe('createAgent with the offline model', () => {
       'critique',
       'reflect',
     ]);
+  });
+
+  // BUG (offline model + tool call de-duplication): the offline model derives its toolCallIds
+  // from the question and its position, so the same question asked again as a new message (a
+  // new id) in a new conversation on the same session repeats ids the session already recorded;
+  // recordToolUse drops those calls as replays and the sequence never advances. Remove `.fails`
+  // once the ids are unique per call.
+  it.fails('records the tools of the same question asked again as a new message in a new conversation', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    const message = (id: string): UIMessage => ({ id, role: 'user', parts: [{ type: 'text', text: RESEARCH }] });
+    await ask(agent, [message('first')], 'same');
+    const turn = await ask(agent, [message('second')], 'same');
+    expect(turn.executed).toEqual(['search', 'think', 'reflect']);
+    expect((await turn.result.finalOrchestrationState)?.recentlyUsedTools).toHaveLength(6);
   });
 });
 
