@@ -1,0 +1,33 @@
+/**
+ * The `baton` command line: one commander program, one sibling sub-command per file
+ * (`chat` now; `serve`, `validate`, `simulate`, `graph` are added the same way).
+ */
+import { Command } from 'commander';
+import { chatCommand } from './chat-command.js';
+
+/** Where a command writes and what it may read; the bin passes the process's own. */
+export interface CliContext {
+  env: Readonly<Record<string, string | undefined>>;
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream;
+  /** Aborted on SIGINT/SIGTERM, so a command can stop cleanly. */
+  signal: AbortSignal;
+  /** Records the exit code a command wants (the bin sets `process.exitCode` from it). */
+  setExitCode(code: number): void;
+}
+
+/** Builds the `baton` program; add a sub-command with `program.addCommand(xCommand(context))`. */
+export function createProgram(context: CliContext, version = '0.0.0'): Command {
+  const program = new Command('baton')
+    .description('Orchestration for tool-using LLM agents: steps, conditions and tool sequences.')
+    .version(version)
+    .showHelpAfterError()
+    .configureOutput({
+      writeOut: (text) => context.stdout.write(text),
+      writeErr: (text) => context.stderr.write(text),
+    });
+  // Sub-commands built apart from the program inherit its settings (help after errors, output).
+  program.addCommand(chatCommand(context).copyInheritedSettings(program));
+  return program;
+}
