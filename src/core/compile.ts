@@ -96,10 +96,9 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
   const cached = options.tools === undefined ? byConfig.get(source) : undefined;
   if (cached !== undefined) return cached;
 
-  // A template may keep any unknown top-level key, even "steps"; an orchestration block never
-  // has an "orchestration" key (it is strict). So "orchestration" decides first.
-  const isTemplate =
-    typeof source === 'object' && source !== null && ('orchestration' in source || !('steps' in source));
+  // A template may keep any unknown top-level key, even "steps"; an orchestration block is
+  // strict, so an object is one only when it has "steps" and nothing but orchestration keys.
+  const isTemplate = !isOrchestrationBlock(source);
   const config: unknown = isTemplate
     ? ((source as { orchestration?: unknown }).orchestration ?? { steps: [] })
     : source;
@@ -112,6 +111,14 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
   const plan = buildPlan(result.config, registry, result.warnings);
   if (options.tools === undefined) byConfig.set(source, plan);
   return plan;
+}
+
+const ORCHESTRATION_KEYS = new Set(['description', 'defaultStep', 'historyLimit', 'steps']);
+
+function isOrchestrationBlock(source: unknown): boolean {
+  if (typeof source !== 'object' || source === null || !('steps' in source)) return false;
+  for (const key in source) if (!ORCHESTRATION_KEYS.has(key)) return false;
+  return true;
 }
 
 /** Compiles a single step (for the seed `StepSequencer`, which receives steps, not configs). Cached per object. */

@@ -122,7 +122,18 @@ const builtins: ConditionDefinition[] = [
     },
     compile: (c) => {
       const regex = compileRegex(c.value ?? '', c.flags ?? 'i');
-      return (ctx) => ctx.message !== undefined && regex.test(ctx.message.text);
+      // Selection runs several times per turn on the same message: remember each answer.
+      const memo = new WeakMap<MessageInfo, boolean>();
+      return (ctx) => {
+        const message = ctx.message;
+        if (message === undefined) return false;
+        let hit = memo.get(message);
+        if (hit === undefined) {
+          hit = regex.test(message.text);
+          memo.set(message, hit);
+        }
+        return hit;
+      };
     },
   },
   {

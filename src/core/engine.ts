@@ -50,9 +50,7 @@ export function selectStep(
 /** Makes `stepName` the active step (or none); the sequence restarts. No-op when already active. */
 export function changeStep(state: OrchestrationState, stepName: string | undefined): EngineResult {
   if (stepName === state.activeStep) return { state, events: NO_EVENTS };
-  const next: OrchestrationState = { ...state, sequenceIndex: 0 };
-  if (stepName === undefined) delete next.activeStep;
-  else next.activeStep = stepName;
+  const next: OrchestrationState = { ...state, sequenceIndex: 0, activeStep: stepName };
   return {
     state: next,
     events: [{ type: 'step-changed', sessionId: state.sessionId, from: state.activeStep, to: stepName }],
@@ -122,9 +120,7 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
   const callId = input.toolCallId;
   if (callId !== undefined && state.recordedToolCallIds?.includes(callId)) return { state, events: NO_EVENTS };
   const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
-  const history = state.recentlyUsedTools;
-  const drop = Math.max(0, history.length + 1 - limit);
-  const recentlyUsedTools = drop === 0 ? [...history, input.tool] : [...history.slice(drop), input.tool];
+  const recentlyUsedTools = appendBounded(state.recentlyUsedTools, input.tool, limit);
   let next: OrchestrationState = { ...state, recentlyUsedTools };
   if (callId !== undefined) {
     const ids = state.recordedToolCallIds ?? [];
@@ -173,6 +169,19 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
   next = selected.state;
   if (selected.events.length) events.push(...selected.events);
   return { state: next, events: events.length ? events : NO_EVENTS };
+}
+
+/**
+ * `history` plus `item`, trimmed from the front to `limit`, copied once into an array of
+ * exactly the right size (spreading reserves spare capacity that every idle session would
+ * keep).
+ */
+export function appendBounded(history: readonly string[], item: string, limit: number): string[] {
+  const start = Math.max(0, history.length + 1 - limit);
+  const out = new Array<string>(history.length - start + 1);
+  for (let i = start; i < history.length; i++) out[i - start] = history[i]!;
+  out[out.length - 1] = item;
+  return out;
 }
 
 /** Result of {@link allowedTools}. */

@@ -14,7 +14,7 @@ export interface ChatMessage {
   id?: unknown;
 }
 
-const cache = new WeakMap<object, MessageInfo>();
+const cache = new WeakMap<object, { index: number; info: MessageInfo }>();
 
 /**
  * The latest `role: "user"` message of `messages` as text, with a key that identifies it:
@@ -27,11 +27,11 @@ export function latestUserMessage(messages: readonly ChatMessage[] | undefined):
     const message = messages[i];
     if (typeof message !== 'object' || message === null || message.role !== 'user') continue;
     const cached = cache.get(message);
-    if (cached?.key.startsWith(`${i}:`)) return cached;
+    if (cached?.index === i) return cached.info;
     const text = messageText(message);
     const id = typeof message.id === 'string' && message.id !== '' ? message.id : `#${hash(text)}`;
     const info: MessageInfo = { text, lower: text.toLowerCase(), key: `${i}:${id}` };
-    cache.set(message, info);
+    cache.set(message, { index: i, info });
     return info;
   }
   return undefined;

@@ -60,23 +60,31 @@ export const DEFAULT_HISTORY_LIMIT = 50;
 
 /** A new, empty state for `sessionId` at time `now`. */
 export function createState(sessionId: string, now: number, ttl: number = DEFAULT_SESSION_TTL_MS): OrchestrationState {
+  // Every field exists from the start (optional ones as undefined, which JSON drops), so all
+  // states share one hidden class in V8 and later writes never reshape them.
   return {
     sessionId,
+    activeStep: undefined,
     recentlyUsedTools: [],
     sequenceIndex: 0,
-    cumulativeTokenUsage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+    cumulativeTokenUsage: NO_TOKENS,
     createdAt: now,
     lastAccessed: now,
     ttl,
     version: 0,
+    lastMessageKey: undefined,
+    recordedToolCallIds: undefined,
   };
 }
+
+/** Zero usage, shared by every new state (states are never mutated, only replaced). */
+const NO_TOKENS: TokenUsage = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
 
 /** The AI-facing subset of `state` (copies, so callers cannot change stored state). */
 export function toAIState(state: OrchestrationState): AIOrchestrationState {
   const ai: AIOrchestrationState = {
     sessionId: state.sessionId,
-    recentlyUsedTools: state.recentlyUsedTools.slice(),
+    recentlyUsedTools: [...state.recentlyUsedTools],
     sequenceIndex: state.sequenceIndex,
     cumulativeTokenUsage: { ...state.cumulativeTokenUsage },
   };

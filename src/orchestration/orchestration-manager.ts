@@ -23,7 +23,7 @@ import {
   viewStep,
 } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import type { OrchestrationEvent } from '../core/events.js';
+import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import {
@@ -89,67 +89,87 @@ export class OrchestrationManager {
   }
 
   /** The active step after handling the latest user message of `messages` (SPEC section 3). */
-  async getActiveStep(
+  getActiveStep(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
   ): Promise<OrchestrationStep | undefined> {
-    const plan = this.plan(config);
-    const state = await this.#observe(plan, messages, sessionId);
-    return activeStepOf(plan, state)?.source;
+    try {
+      const plan = this.plan(config);
+      return this.#observe(plan, messages, sessionId, (state) => activeStepOf(plan, state)?.source);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** The tools allowed now, in the order of `allToolIds` (SPEC section 4). */
-  async getAllowedTools(
+  getAllowedTools(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],
   ): Promise<string[]> {
-    const plan = this.plan(config);
-    assertToolList(allToolIds);
-    const state = await this.#observe(plan, messages, sessionId);
-    const result = allowedTools(plan, state, allToolIds);
-    this.#dispatch(result.events);
-    return result.tools.slice();
+    try {
+      const plan = this.plan(config);
+      assertToolList(allToolIds);
+      return this.#observe(plan, messages, sessionId, (state) => {
+        const result = allowedTools(plan, state, allToolIds);
+        this.#dispatch(result.events);
+        // Spread, not slice(): V8 copies frozen arrays slowly through slice().
+        return [...result.tools];
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Records that `toolName` completed (SPEC section 5), atomically. */
-  async processToolUsage(
+  processToolUsage(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     toolName: string,
   ): Promise<void> {
-    await this.recordToolUse(config, messages, sessionId, toolName);
+    return this.recordToolUse(config, messages, sessionId, toolName).then(noop);
   }
 
   /** Like {@link processToolUsage}, resolving to the new state and the events it caused. */
-  async recordToolUse(
+  recordToolUse(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     toolName: string,
     options: { toolCallId?: string } = {},
   ): Promise<{ state: OrchestrationState; events: readonly OrchestrationEvent[] }> {
-    const plan = this.plan(config);
-    assertToolName(toolName);
-    const message = latestUserMessage(messages);
-    const historyLimit = this.#states.historyLimit;
-    let events: OrchestrationEvent[] = [];
-    const state = await this.#states.modify(sessionId, (current) => {
-      const observed = handleMessage(plan, current, message);
-      const recorded = recordToolUse(plan, observed.state, {
-        tool: toolName,
-        message,
-        historyLimit,
-        toolCallId: options.toolCallId,
-      });
-      events = [...observed.events, ...recorded.events];
-      return recorded.state;
-    });
-    this.#dispatch(events);
-    return { state, events };
+    try {
+      const plan = this.plan(config);
+      assertToolName(toolName);
+      checkMessages(messages);
+      const message = latestUserMessage(messages);
+      const historyLimit = this.#states.historyLimit;
+      let events: readonly OrchestrationEvent[] = [];
+      const apply = (current: OrchestrationState) => {
+        const observed = handleMessage(plan, current, message);
+        const recorded = recordToolUse(plan, observed.state, {
+          tool: toolName,
+          message,
+          historyLimit,
+          toolCallId: options.toolCallId,
+        });
+        events = observed.events.length === 0 ? recorded.events : [...observed.events, ...recorded.events];
+        return recorded.state;
+      };
+      const finish = (state: OrchestrationState) => {
+        this.#dispatch(events);
+        return { state, events };
+      };
+      // The memory store updates synchronously: no promise round trips on the hot path.
+      const sync = this.#states.modifySync(sessionId, apply);
+      if (sync !== undefined) return Promise.resolve(finish(sync));
+      return this.#states.modify(sessionId, apply).then(finish);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -166,7 +186,7 @@ export class OrchestrationManager {
     const plan = this.plan(config);
     assertToolName(toolName);
     assertToolList(allToolIds);
-    const state = await this.#observe(plan, messages, sessionId);
+    const state = await this.#observe(plan, messages, sessionId, identity);
     const decision = authorizeToolCall(plan, state, toolName, allToolIds);
     if (!decision.allowed) this.#dispatch([decision.event]);
     return decision;
@@ -185,7 +205,7 @@ export class OrchestrationManager {
   ): Promise<StepView & { state: OrchestrationState }> {
     const plan = this.plan(config);
     assertToolList(allToolIds);
-    const state = await this.#observe(plan, messages, sessionId);
+    const state = await this.#observe(plan, messages, sessionId, identity);
     const view = viewStep(plan, state, allToolIds);
     if (view.sequence?.blocked) this.#dispatch(allowedTools(plan, state, allToolIds).events);
     return { ...view, state };
@@ -251,24 +271,28 @@ export class OrchestrationManager {
     return this.#states.close();
   }
 
-  /** Handles the latest user message and runs step selection, storing any change. */
-  async #observe(
+  /** Handles the latest user message and runs step selection, storing any change, then maps the state. */
+  #observe<T>(
     plan: OrchestrationPlan,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
-  ): Promise<OrchestrationState> {
-    if (messages !== undefined && !Array.isArray(messages)) {
-      throw new InvalidArgumentError('messages', `expected an array of messages, got ${describeType(messages)}`);
-    }
+    then: (state: OrchestrationState) => T,
+  ): Promise<T> {
+    checkMessages(messages);
     const message = latestUserMessage(messages);
-    let events: readonly OrchestrationEvent[] = [];
-    const state = await this.#states.modify(sessionId, (current) => {
+    let events: readonly OrchestrationEvent[] = NO_EVENTS;
+    const apply = (current: OrchestrationState) => {
       const result = handleMessage(plan, current, message);
       events = result.events;
       return result.state;
-    });
-    this.#dispatch(events);
-    return state;
+    };
+    const finish = (state: OrchestrationState) => {
+      this.#dispatch(events);
+      return then(state);
+    };
+    const sync = this.#states.modifySync(sessionId, apply);
+    if (sync !== undefined) return Promise.resolve(finish(sync));
+    return this.#states.modify(sessionId, apply).then(finish);
   }
 
   #dispatch(events: readonly OrchestrationEvent[]): void {
@@ -288,6 +312,15 @@ export class OrchestrationManager {
 /** Creates an {@link OrchestrationManager}. */
 export function createOrchestrationManager(options: OrchestrationManagerOptions = {}): OrchestrationManager {
   return new OrchestrationManager(options);
+}
+
+const noop = () => undefined;
+const identity = <T>(value: T) => value;
+
+function checkMessages(messages: unknown): void {
+  if (messages !== undefined && !Array.isArray(messages)) {
+    throw new InvalidArgumentError('messages', `expected an array of messages, got ${describeType(messages)}`);
+  }
 }
 
 function assertToolList(tools: unknown): asserts tools is readonly string[] {

@@ -2,7 +2,7 @@
  * The seed's `OrchestrationStateManager`: reads and changes one session's state through a
  * {@link SessionStore}, every change one atomic `update`.
  */
-import { addTokenUsage, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import { addTokenUsage, appendBounded, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import {
   type AIOrchestrationState,
@@ -57,7 +57,14 @@ export class OrchestrationStateManager {
     this.clock = options.clock ?? Date.now;
     const spec = options.store;
     if (spec === undefined || typeof spec === 'object') {
-      this.#store = spec ?? memoryStore(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions });
+      // The default store expires sessions on the manager's clock, so an injected clock
+      // governs TTLs too.
+      this.#store =
+        spec ??
+        memoryStore({
+          now: this.clock,
+          ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+        });
       this.#storeReady = Promise.resolve(this.#store);
     } else {
       this.#storeReady = resolveStore(
@@ -87,14 +94,33 @@ export class OrchestrationStateManager {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
     const now = this.clock();
-    const stored = await store.update(sessionId, (current) => {
-      const base = current ?? createState(sessionId, now, this.ttl);
-      const next = fn(base);
-      if (next === base) return base;
-      return next.lastAccessed === now ? next : { ...next, lastAccessed: now };
-    });
+    const stored = await store.update(sessionId, (current) => this.#step(sessionId, current, now, fn));
     // update() resolves to undefined only when fn returned undefined, which it never does.
     return stored!;
+  }
+
+  /**
+   * {@link modify} without a promise, when the store can update synchronously (the memory
+   * store); undefined when it cannot, and the caller must use `modify`.
+   */
+  modifySync(sessionId: string, fn: (state: OrchestrationState) => OrchestrationState): OrchestrationState | undefined {
+    const store = this.#store;
+    if (store?.updateSync === undefined) return undefined;
+    assertSessionId(sessionId);
+    const now = this.clock();
+    return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn));
+  }
+
+  #step(
+    sessionId: string,
+    current: OrchestrationState | undefined,
+    now: number,
+    fn: (state: OrchestrationState) => OrchestrationState,
+  ): OrchestrationState {
+    const base = current ?? createState(sessionId, now, this.ttl);
+    const next = fn(base);
+    if (next === base) return base;
+    return next.lastAccessed === now ? next : { ...next, lastAccessed: now };
   }
 
   /** The session's full state, or null when it does not exist. */
@@ -141,11 +167,10 @@ export class OrchestrationStateManager {
     historyLimit = this.historyLimit,
   ): Promise<OrchestrationState> {
     assertToolName(toolName);
-    return this.modify(sessionId, (state) => {
-      const history = state.recentlyUsedTools;
-      const kept = history.length + 1 > historyLimit ? history.slice(history.length + 1 - historyLimit) : history;
-      return { ...state, recentlyUsedTools: [...kept, toolName] };
-    });
+    return this.modify(sessionId, (state) => ({
+      ...state,
+      recentlyUsedTools: appendBounded(state.recentlyUsedTools, toolName, historyLimit),
+    }));
   }
 
   /** Moves the sequence position forward by one. */

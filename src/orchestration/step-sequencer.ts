@@ -5,6 +5,7 @@
  */
 import { type CompiledStep, compileStep } from '../core/compile.js';
 import type { ConditionRegistry } from '../core/conditions.js';
+import { appendBounded } from '../core/engine.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import type { OrchestrationState } from '../core/state.js';
 import { assertToolName, type OrchestrationStateManager } from './state-manager.js';
@@ -60,12 +61,10 @@ export class StepSequencer {
     const limit = this.#states.historyLimit;
     let advanced = false;
     await this.#states.modify(sessionId, (s: OrchestrationState) => {
-      const history = s.recentlyUsedTools;
-      const kept = history.length + 1 > limit ? history.slice(history.length + 1 - limit) : history;
       advanced = compiled.sequence[s.sequenceIndex]?.set.has(usedTool) ?? false;
       return {
         ...s,
-        recentlyUsedTools: [...kept, usedTool],
+        recentlyUsedTools: appendBounded(s.recentlyUsedTools, usedTool, limit),
         sequenceIndex: advanced ? s.sequenceIndex + 1 : s.sequenceIndex,
       };
     });

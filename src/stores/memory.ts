@@ -47,10 +47,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     return entry;
   }
 
+  const bounded = Number.isFinite(maxSessions);
   function touch(sessionId: string, entry: Entry, at: number) {
     entry.expiresAt = expiryOf(entry.state, at);
-    entries.delete(sessionId);
-    entries.set(sessionId, entry);
+    // Re-inserting keeps LRU order, but churns the Map's storage; only eviction needs it.
+    if (bounded) {
+      entries.delete(sessionId);
+      entries.set(sessionId, entry);
+    }
   }
 
   function checkOpen() {
@@ -73,8 +77,37 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
   const timer = interval > 0 ? setInterval(sweepNow, interval) : undefined;
   timer?.unref?.();
 
+  function updateSync(sessionId: string, fn: StateUpdater): OrchestrationState | undefined {
+    assertSessionId(sessionId);
+    checkOpen();
+    const at = now();
+    const entry = live(sessionId, at);
+    const current = entry?.state;
+    const next = fn(current);
+    if (next === undefined || next === current) {
+      if (entry !== undefined) touch(sessionId, entry, at);
+      return current;
+    }
+    const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
+    if (entry !== undefined) {
+      entry.state = stored;
+      touch(sessionId, entry, at);
+      return stored;
+    }
+    entries.set(sessionId, { state: stored, expiresAt: expiryOf(stored, at) });
+    if (entries.size > maxSessions) {
+      // Evict the least recently used (first in iteration order).
+      for (const id of entries.keys()) {
+        if (entries.size <= maxSessions) break;
+        entries.delete(id);
+      }
+    }
+    return stored;
+  }
+
   return {
     name: 'memory',
+    updateSync,
     async get(sessionId) {
       assertSessionId(sessionId);
       checkOpen();
@@ -85,27 +118,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
       return entry.state;
     },
     async update(sessionId: string, fn: StateUpdater) {
-      assertSessionId(sessionId);
-      checkOpen();
-      const at = now();
-      const entry = live(sessionId, at);
-      const current = entry?.state;
-      const next = fn(current);
-      if (next === undefined || next === current) {
-        if (entry !== undefined) touch(sessionId, entry, at);
-        return current;
-      }
-      const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
-      entries.delete(sessionId);
-      entries.set(sessionId, { state: stored, expiresAt: expiryOf(stored, at) });
-      if (entries.size > maxSessions) {
-        // Evict the least recently used (first in iteration order).
-        for (const id of entries.keys()) {
-          if (entries.size <= maxSessions) break;
-          entries.delete(id);
-        }
-      }
-      return stored;
+      // Atomic: updateSync reads, computes and writes without yielding to the event loop.
+      return updateSync(sessionId, fn);
     },
     async delete(sessionId) {
       assertSessionId(sessionId);

@@ -30,6 +30,11 @@ export interface SessionStore {
    * (a `ttl` of 0 never expires).
    */
   update(sessionId: string, fn: StateUpdater): Promise<OrchestrationState | undefined>;
+  /**
+   * Optional synchronous form of {@link update}, for in-process stores. When present, the
+   * manager uses it to skip promise round trips on its hot path; same contract otherwise.
+   */
+  updateSync?(sessionId: string, fn: StateUpdater): OrchestrationState | undefined;
   /** Removes the session; resolves to whether it existed. */
   delete(sessionId: string): Promise<boolean>;
   /** Removes expired sessions now and resolves to how many were removed. */
