@@ -211,12 +211,9 @@ describe('createAgent with the offline model', () => {
     ]);
   });
 
-  // BUG (offline model + tool call de-duplication): the offline model derives its toolCallIds
-  // from the question and its position, so the same question asked again as a new message (a
-  // new id) in a new conversation on the same session repeats ids the session already recorded;
-  // recordToolUse drops those calls as replays and the sequence never advances. Remove `.fails`
-  // once the ids are unique per call.
-  it.fails('records the tools of the same question asked again as a new message in a new conversation', async () => {
+  // Regression: the offline model's call ids once repeated for the same question asked again,
+  // and the session dropped the calls as replays.
+  it('records the tools of the same question asked again as a new message in a new conversation', async () => {
     const agent = createAgent(template, { model: 'offline' });
     const message = (id: string): UIMessage => ({ id, role: 'user', parts: [{ type: 'text', text: RESEARCH }] });
     await ask(agent, [message('first')], 'same');

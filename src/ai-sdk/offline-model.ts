@@ -8,7 +8,7 @@
  * messages), the tools offered in this call and the tool choice. Nothing is kept between calls,
  * so the same prompt always gives the same output.
  */
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type {
   LanguageModelV4,
   LanguageModelV4CallOptions,
@@ -224,14 +224,7 @@ function respond(call: LanguageModelV4CallOptions, settings: Settings): Reply {
   const offered = (call.tools ?? []).filter((t): t is LanguageModelV4FunctionTool => t.type === 'function');
   const choice = call.toolChoice ?? { type: 'auto' };
   const plan = offlinePlan(turn.question);
-  // Call ids must be unique within a session, not only within a conversation: a session
-  // de-duplicates recorded tool calls by id. A fingerprint of the user's messages keeps them
-  // deterministic (a replayed turn gets the same ids) yet distinct across conversations.
-  const fingerprint = createHash('sha256')
-    .update(JSON.stringify(call.prompt.filter((m) => m.role === 'user')))
-    .digest('base64url')
-    .slice(0, 10);
-  const serial = `${fingerprint}-${turn.index}-${turn.calls.length + 1}`;
+  const serial = `${turn.index}-${turn.calls.length + 1}`;
   const inputTokens = Math.ceil((JSON.stringify(call.prompt).length + JSON.stringify(offered).length) / 4);
   const warnings: SharedV4Warning[] =
     call.responseFormat?.type === 'json'
@@ -244,7 +237,10 @@ function respond(call: LanguageModelV4CallOptions, settings: Settings): Reply {
     return {
       ...base,
       type: 'tool-call',
-      toolCallId: `offline-${serial}`,
+      // Call ids must be unique across the whole session, as a real provider's are: the
+      // session de-duplicates recorded calls by id, and the same question can be asked again
+      // in a new conversation. So the id ends in random bytes; everything else is deterministic.
+      toolCallId: `offline-${serial}-${randomBytes(4).toString('hex')}`,
       toolName,
       input,
       finishReason: { unified: 'tool-calls', raw: 'tool-calls' },
