@@ -191,6 +191,35 @@ describe('LLMOrchestrationService.streamWithOrchestration', () => {
     expect(await result.finalOrchestrationState).toBeNull();
   });
 
+  it('resolves the final state when the turn is aborted', async () => {
+    const controller = new AbortController();
+    const { service, onCallbackError } = setup([{ toolCalls: [call('search')] }, { toolCalls: [call('think')] }]);
+    const search = tool({
+      description: 'search',
+      inputSchema: z.object({ q: z.string().optional() }),
+      execute: async (): Promise<string> => {
+        controller.abort(); // the user gives up while the first tool runs
+        return 'search-ok';
+      },
+    });
+    const result = await service.streamWithOrchestration({
+      messages,
+      tools: { search, think: makeTools().tools.think, reflect: makeTools().tools.reflect },
+      orchestration: config,
+      abortSignal: controller.signal,
+      onCallbackError,
+    });
+    const types: string[] = [];
+    for await (const part of result.stream) types.push(part.type);
+    expect(types).toContain('abort');
+    const final = await Promise.race([
+      result.finalOrchestrationState,
+      new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), 2_000)),
+    ]);
+    expect(final).not.toBe('pending');
+    expect(final).toMatchObject({ sessionId: 'session-1', activeStep: 'Research' });
+  });
+
   it('without an orchestration config, offers every tool and still records tool use and token usage', async () => {
     const { model, service, executed, tools, errors, onCallbackError } = setup([
       { toolCalls: [call('reflect')], inputTokens: 20, outputTokens: 2 },

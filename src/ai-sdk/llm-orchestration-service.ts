@@ -135,6 +135,12 @@ export class LLMOrchestrationService {
         reportError(error, 'stream');
         resolveFinal(null);
       },
+      // An aborted turn calls neither onEnd nor onError: without this the final state would
+      // never resolve. The writes of the tools that did run still count.
+      onAbort: async () => {
+        if (orchestration) await orchestration.settled().catch(() => undefined);
+        resolveFinal(await manager.getState(sessionId).catch(() => null));
+      },
     } as unknown as Omit<StreamTextOptions, 'model'>);
     return Object.assign(result, {
       orchestrationState: startState,
