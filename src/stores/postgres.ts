@@ -9,6 +9,7 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import pg from 'pg';
 import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
 /**
@@ -352,6 +353,49 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     );
   }
 
+  const inLane = createSessionLanes(
+    (sessionId) =>
+      new StoreUnavailableError(
+        STORE_NAME,
+        `gave up waiting for earlier updates of session ${JSON.stringify(sessionId.slice(0, 80))}`,
+      ),
+  );
+
+  async function updateNow(key: Buffer, sessionId: string, fn: StateUpdater) {
+    await ready();
+    const at = now();
+    const cached = known.get(sessionId);
+    // Optimistic first: compare-and-set against the row version we know (one statement),
+    // or one we read now (two). No explicit transaction: the single write commits alone.
+    let outcome = await withClient(false, async (client): Promise<Outcome | undefined> => {
+      if (cached !== undefined && (cached.expiresAt === null || cached.expiresAt > at)) {
+        const done = await compareAndSet(client, key, at, cached, fn);
+        if (done !== undefined) return done;
+      }
+      const [row] = await run<WrittenRow & { json: string; expired: boolean }>(client, 'peek', [key, at]);
+      if (row === undefined) {
+        // With a size limit, a new session and the evictions it causes commit together.
+        if (maxSessions !== Number.POSITIVE_INFINITY) return undefined;
+        const next = callUpdater(fn, undefined);
+        return next === undefined ? { state: undefined } : create(client, key, sessionId, at, next);
+      }
+      if (row.expired) return undefined;
+      return compareAndSet(client, key, at, revisionOf(row, row.json), fn);
+    }).catch((error: unknown) => {
+      known.delete(sessionId);
+      throw error;
+    });
+    // Another writer got in first: lock the row instead, which cannot livelock on a hot session.
+    outcome ??= await withClient(true, (client) => lockAndUpdate(client, key, sessionId, at, fn)).catch(
+      (error: unknown) => {
+        known.delete(sessionId);
+        throw error;
+      },
+    );
+    remember(sessionId, outcome.revision);
+    return outcome.state;
+  }
+
   return {
     name: STORE_NAME,
 
@@ -369,43 +413,22 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       return state;
     },
 
-    async update(sessionId: string, fn: StateUpdater) {
-      const key = sessionKey(sessionId);
-      checkOpen();
-      await ready();
-      const at = now();
-      const cached = known.get(sessionId);
-      // Optimistic first: compare-and-set against the row version we know (one statement),
-      // or one we read now (two). No explicit transaction: the single write commits alone.
-      let outcome = await withClient(false, async (client): Promise<Outcome | undefined> => {
-        if (cached !== undefined && (cached.expiresAt === null || cached.expiresAt > at)) {
-          const done = await compareAndSet(client, key, at, cached, fn);
-          if (done !== undefined) return done;
-        }
-        const [row] = await run<WrittenRow & { json: string; expired: boolean }>(client, 'peek', [key, at]);
-        if (row === undefined) {
-          // With a size limit, a new session and the evictions it causes commit together.
-          if (maxSessions !== Number.POSITIVE_INFINITY) return undefined;
-          const next = callUpdater(fn, undefined);
-          return next === undefined ? { state: undefined } : create(client, key, sessionId, at, next);
-        }
-        if (row.expired) return undefined;
-        return compareAndSet(client, key, at, revisionOf(row, row.json), fn);
-      }).catch((error: unknown) => {
-        known.delete(sessionId);
-        throw error;
-      });
-      // Another writer got in first: lock the row instead, which cannot livelock on a hot session.
-      outcome ??= await withClient(true, (client) => lockAndUpdate(client, key, sessionId, at, fn)).catch(
-        (error: unknown) => {
-          known.delete(sessionId);
-          throw error;
-        },
+    update(sessionId: string, fn: StateUpdater) {
+      // Validate before queueing, so bad input fails at once with its own error.
+      let key: Buffer;
+      try {
+        key = sessionKey(sessionId);
+        checkOpen();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      // This process's updates of one session run one at a time: racing them would only
+      // fail their compare-and-sets and pile them up on the row lock, each holding a pooled
+      // connection, until the pool ran dry (seen with 100 concurrent updates under load).
+      return inLane(sessionId, performance.now() + connectionTimeoutMillis + statementTimeoutMs, () =>
+        updateNow(key, sessionId, fn),
       );
-      remember(sessionId, outcome.revision);
-      return outcome.state;
     },
-
     async delete(sessionId) {
       const key = sessionKey(sessionId);
       checkOpen();

@@ -29,6 +29,7 @@ import { hash } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
 import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
 const STORE_NAME = 'redis';
@@ -262,7 +263,6 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   const scripts = client as unknown as ScriptCommands;
 
   const cache = new Map<string, Snapshot>();
-  const lanes = new Map<string, Promise<unknown>>();
   let closed = false;
   let readyWaiter: Promise<void> | undefined;
 
@@ -282,61 +282,12 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     return snapshot;
   }
 
-  /**
-   * Runs one process's operations on a session one after another: racing our own
-   * writes through compare-and-set would only turn them into conflicts and retries.
-   * An operation still queued at its `deadline` gives up without running, so a queue
-   * that builds up during an outage drains in one timeout, not one timeout per entry.
-   */
-  function inLane<T>(sessionId: string, deadline: number, task: () => Promise<T>): Promise<T> {
-    const previous = lanes.get(sessionId);
-    let result: Promise<T>;
-    let tail: Promise<void>;
-    if (previous === undefined) {
-      result = task();
-      tail = result.then(noop, noop);
-    } else {
-      let begun = false;
-      let abandoned = false;
-      const turn = previous.then(() => {
-        if (abandoned) return undefined;
-        begun = true;
-        return task();
-      });
-      tail = turn.then(noop, noop);
-      result = new Promise<T>((resolve, reject) => {
-        const timer = setTimeout(
-          () => {
-            // Once begun, the task is bounded by its own waits; cutting it short now
-            // could report a failure for a write that still happens.
-            if (begun) return;
-            abandoned = true;
-            reject(
-              unavailable(
-                `gave up after ${commandTimeoutMs} ms waiting for earlier operations on session ${describeId(sessionId)}`,
-              ),
-            );
-          },
-          Math.max(0, deadline - performance.now()),
-        );
-        turn.then(
-          (value) => {
-            clearTimeout(timer);
-            resolve(value as T);
-          },
-          (error: unknown) => {
-            clearTimeout(timer);
-            reject(error);
-          },
-        );
-      });
-    }
-    lanes.set(sessionId, tail);
-    void tail.then(() => {
-      if (lanes.get(sessionId) === tail) lanes.delete(sessionId);
-    });
-    return result;
-  }
+  // One process's operations on a session run one after another (see session-lanes.ts).
+  const inLane = createSessionLanes((sessionId) =>
+    unavailable(
+      `gave up after ${commandTimeoutMs} ms waiting for earlier operations on session ${describeId(sessionId)}`,
+    ),
+  );
 
   function checkOpen() {
     if (closed) throw new InvalidArgumentError('store', 'the redis store was closed');
