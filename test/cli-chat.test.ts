@@ -162,6 +162,21 @@ describe('baton chat', { timeout: 90_000 }, () => {
     expect([run.code, run.signal]).toEqual([130, null]);
   });
 
+  it('stops quietly with 0 when its reader goes away (baton chat ... | head)', async () => {
+    const child = start(['chat', EXAMPLE, '--model', 'offline'], cleanEnv());
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    child.stdout.once('data', () => {
+      child.stdout.destroy(); // like `head -1` exiting after the first line
+      child.stdin.end(`${EV}\n${EV}\n`);
+    });
+    expect(await exited).toBe(0);
+    expect(stderr).not.toContain('EPIPE');
+  });
+
   it('reports an invalid template with its file, JSON paths and hints, and exits 1', async () => {
     const file = join(scratch, 'invalid.json');
     writeFileSync(

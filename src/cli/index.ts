@@ -14,6 +14,11 @@ const onSignal = (signal: NodeJS.Signals) => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
+// `baton chat ... | head`: once the reader is gone there is nobody left to answer; stop quietly.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+});
 
 const program = createProgram(
   {
