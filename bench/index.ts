@@ -3,7 +3,9 @@
  * `processToolUsage`), the heap kept per idle session, and how the cost per turn grows
  * with steps, agent tools and historyLimit. A benchmark, never part of `npm test`.
  *
- * Flags (for profiling): `--only=turns|memory|growth` runs one section;
+ * Then the stores (bench/stores.ts) and the model loop's overhead (bench/ai-sdk.ts).
+ *
+ * Flags (for profiling): `--only=turns|memory|growth|stores|ai-sdk` runs one section;
  * `--agent=agentdock|example` runs one of the two turn workloads; `--quick` runs fewer repetitions.
  */
 import { cpus, platform, release } from 'node:os';
@@ -18,6 +20,7 @@ import {
   type OrchestrationState,
   recordToolUse,
 } from '../src/index.js';
+import { type AiSdkBenchResult, formatAiSdkBench, runAiSdkBench } from './ai-sdk.js';
 import {
   AGENTDOCK_TEMPLATE_URL,
   EXAMPLE_TEMPLATE_URL,
@@ -43,6 +46,7 @@ import {
   type Workload,
   withHistoryLimit,
 } from './core.js';
+import { formatStoreBench, runStoreBench, type StoreBenchResult } from './stores.js';
 
 const args = process.argv.slice(2);
 const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
@@ -467,6 +471,20 @@ async function main(): Promise<void> {
     flatInHistoryLimit: historyRatio === undefined ? undefined : { maxRatio: historyRatio, met: historyRatio <= 1.5 },
   };
 
+  // The stores and the model loop (issues 3 and 4), in the same run.
+  let stores: StoreBenchResult | undefined;
+  if (runs('stores')) {
+    heading('Stores: state changes per second and round trips per change');
+    stores = await runStoreBench({ print: false, ...(quick ? { repetitionMs: 500, warmupMs: 200 } : {}) });
+    console.log(formatStoreBench(stores));
+  }
+  let aiSdk: AiSdkBenchResult | undefined;
+  if (runs('ai-sdk')) {
+    heading('Model loop: orchestration overhead per model step (scripted model)');
+    aiSdk = await runAiSdkBench({ turns: quick ? 300 : 2_000 });
+    console.log(formatAiSdkBench(aiSdk));
+  }
+
   heading('Targets');
   const rows: string[][] = [];
   for (const t of targets.medianTurnMicros) {
@@ -496,6 +514,8 @@ async function main(): Promise<void> {
     memory,
     growth: growth?.map((r) => ({ dimension: r.label, cells: r.cells })),
     targets,
+    stores,
+    aiSdk,
     reference: { agentdockTurnsPerSec: AGENTDOCK_TURNS_PER_SEC, agentdockMicrosPerTurn: AGENTDOCK_MICROS },
   };
   console.log(`BENCH_JSON ${JSON.stringify(json)}`);
