@@ -18,6 +18,7 @@ import { type StepInfo, ToolRejectedError } from '../ai-sdk/orchestrate.js';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { resolveStore } from '../stores/resolve-store.js';
+import type { SessionStore } from '../stores/types.js';
 import { loadTemplate } from '../templates/load-template.js';
 
 /** Options of {@link runChat}. */
@@ -139,11 +140,14 @@ export async function runChat(options: ChatOptions): Promise<number> {
   if (chosen.notice) errorOutput.write(`${paint('yellow', 'baton chat:')} ${chosen.notice}\n`);
 
   let agent: Agent;
+  let store: SessionStore | undefined;
   try {
     // Open the store now, so a wrong URL fails before the first question rather than during it.
-    const store = options.store ? await resolveStore(options.store) : undefined;
+    store = options.store ? await resolveStore(options.store) : undefined;
     agent = createAgent(template, { model: chosen.llm, ...(store ? { store } : {}) });
   } catch (error) {
+    // An open connection (Redis, PostgreSQL) would keep the process alive after the error.
+    await store?.close().catch(() => undefined);
     return fail(`baton chat: ${error instanceof Error ? error.message : String(error)}`);
   }
 
