@@ -5,6 +5,7 @@
  * orchestration itself.
  */
 import { styleText } from 'node:util';
+import { createAgent } from '../src/agents/index.js';
 import { createOrchestrationManager, loadTemplate, type OrchestrationEvent } from '../src/index.js';
 
 const color = (format: Parameters<typeof styleText>[0], text: string) =>
@@ -56,6 +57,28 @@ for (const [turn, { user, calls }] of script.entries()) {
 
 const final = await manager.getState(sessionId);
 console.log(`\nrecentlyUsedTools (oldest first): ${final?.recentlyUsedTools.join(' → ')}`);
+
+// Part two: the same template as a running agent, with the offline model (no network, no key)
+// inside a real AI SDK tool loop. Before every model step the orchestration picks the tools.
+const question = 'How many electric vehicles will be on the road by 2030?';
+console.log(color('bold', `\nAgent with the offline model, user: "${question}"`));
+const agent = createAgent(template, { model: 'offline' });
+const result = await agent.handleMessage({
+  sessionId: 'demo-agent',
+  messages: [{ role: 'user', content: question }],
+  onStep: (step) => {
+    const seq = step.sequence;
+    const progress = seq ? ` [${seq.completed ? 'done' : `${seq.index + 1}/${seq.length}`}]` : '';
+    console.log(
+      `  step ${color('bold', step.activeStep ?? '(none)')}${progress}  offered: ${step.allowedTools.join(', ') || '(none)'}`,
+    );
+  },
+});
+for await (const part of result.stream) {
+  if (part.type === 'tool-call') console.log(`    ${color('green', `→ ${part.toolName}`)}`);
+}
+console.log(`\n${(await result.text).split('\n').slice(0, 3).join('\n')} …`);
+console.log(`\nTry it yourself: npm run chat`);
 
 function describe(event: OrchestrationEvent): string {
   switch (event.type) {
