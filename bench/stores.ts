@@ -27,6 +27,7 @@ import { postgresStore } from '../src/stores/postgres.js';
 import { redisStore } from '../src/stores/redis.js';
 import { sqliteStore } from '../src/stores/sqlite.js';
 import type { SessionStore, StateUpdater } from '../src/stores/types.js';
+import { pingPostgres, pingRedis } from '../test/helpers/services.js';
 
 /** Options of {@link runStoreBench}. */
 export interface StoreBenchOptions {
@@ -223,20 +224,8 @@ async function openPostgres(connectionString: string): Promise<Harness> {
 /** Why `kind` cannot run here, or undefined when it can. */
 async function unavailable(kind: StoreKind, redisUrl: string, postgresUrl: string): Promise<string | undefined> {
   try {
-    if (kind === 'redis') {
-      const probe = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 1_000, retryStrategy: () => null });
-      probe.on('error', () => undefined);
-      try {
-        await probe.connect();
-        await probe.ping();
-      } finally {
-        probe.disconnect();
-      }
-    } else if (kind === 'postgres') {
-      const client = new pg.Client({ connectionString: postgresUrl, connectionTimeoutMillis: 2_000 });
-      await client.connect();
-      await client.end();
-    }
+    if (kind === 'redis') await pingRedis(redisUrl);
+    else if (kind === 'postgres') await pingPostgres(postgresUrl);
     return undefined;
   } catch (error) {
     return error instanceof Error ? error.message : String(error);

@@ -20,7 +20,7 @@ import { postgresStore } from '../src/stores/postgres.js';
 import { redisStore } from '../src/stores/redis.js';
 import { sqliteStore } from '../src/stores/sqlite.js';
 import type { SessionStore } from '../src/stores/types.js';
-import { serviceAvailable } from './helpers/services.js';
+import { pingPostgres, pingRedis, serviceAvailable } from './helpers/services.js';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const PROCESSES = 4;
@@ -155,16 +155,7 @@ describe('across processes: SQLite', () => {
   );
 });
 
-const redisSkip = await serviceAvailable('redis', async () => {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1_000, retryStrategy: () => null });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    await probe.ping();
-  } finally {
-    probe.disconnect();
-  }
-});
+const redisSkip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
 
 describe.skipIf(redisSkip)('across processes: Redis', () => {
   const prefix = `baton-cross:${randomUUID().slice(0, 8)}:`;
@@ -185,11 +176,7 @@ describe.skipIf(redisSkip)('across processes: Redis', () => {
   );
 });
 
-const postgresSkip = await serviceAvailable('postgres', async () => {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2_000 });
-  await client.connect();
-  await client.end();
-});
+const postgresSkip = await serviceAvailable('postgres', () => pingPostgres(POSTGRES_URL));
 
 describe.skipIf(postgresSkip)('across processes: PostgreSQL', () => {
   const table = `baton_cross_${randomUUID().replaceAll('-', '').slice(0, 12)}`;

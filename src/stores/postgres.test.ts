@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
-import { serviceAvailable } from '../../test/helpers/services.js';
+import { pingPostgres, serviceAvailable } from '../../test/helpers/services.js';
 import { BatonError, InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
@@ -11,11 +11,7 @@ import type { SessionStore } from './types.js';
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const skip = await serviceAvailable('postgres', async () => {
-  const client = new pg.Client({ connectionString: URL, connectionTimeoutMillis: 2_000 });
-  await client.connect();
-  await client.end();
-});
+const skip = await serviceAvailable('postgres', () => pingPostgres(URL));
 
 const tables = new Set<string>();
 const stores: SessionStore[] = [];

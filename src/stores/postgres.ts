@@ -300,6 +300,13 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
   }
 
   /** The pessimistic path: lock the row (or win the insert), so it always makes progress. */
+  /** Writes `stored` to the locked row and returns it with the row's new revision. */
+  async function writeRow(client: PoolClient, key: Buffer, at: number, stored: OrchestrationState) {
+    const json = JSON.stringify(stored);
+    const [written] = await run<WrittenRow>(client, 'write', [key, at, json, stored.version, expiresAt(stored, at)]);
+    return { state: stored, revision: written && revisionOf(written, json) };
+  }
+
   async function lockAndUpdate(client: PoolClient, key: Buffer, sessionId: string, at: number, fn: StateUpdater) {
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
       const [row] = await run<{ json: string; expired: boolean }>(client, 'lock', [key, at]);
@@ -311,15 +318,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
           return { state: current, revision: touched && revisionOf(touched, row.json) };
         }
         const stored = checkedState({ ...next, version: current.version + 1 });
-        const json = JSON.stringify(stored);
-        const [written] = await run<WrittenRow>(client, 'write', [
-          key,
-          at,
-          json,
-          stored.version,
-          expiresAt(stored, at),
-        ]);
-        return { state: stored, revision: written && revisionOf(written, json) };
+        return writeRow(client, key, at, stored);
       }
       const next = callUpdater(fn, undefined);
       if (row !== undefined) {
@@ -329,15 +328,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
           return { state: undefined };
         }
         const stored = checkedState({ ...next, version: 1 });
-        const json = JSON.stringify(stored);
-        const [written] = await run<WrittenRow>(client, 'write', [
-          key,
-          at,
-          json,
-          stored.version,
-          expiresAt(stored, at),
-        ]);
-        return { state: stored, revision: written && revisionOf(written, json) };
+        return writeRow(client, key, at, stored);
       }
       if (next === undefined) return { state: undefined };
       const created = await create(client, key, sessionId, at, next);

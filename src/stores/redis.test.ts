@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Command, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
-import { serviceAvailable } from '../../test/helpers/services.js';
+import { pingRedis, serviceAvailable } from '../../test/helpers/services.js';
 import { InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
@@ -13,16 +13,7 @@ const URL = 'redis://127.0.0.1:6379';
 // Every key this file writes starts with this, so afterAll can remove exactly them.
 const RUN_PREFIX = `baton-test:${randomUUID().slice(0, 8)}:`;
 
-const skip = await serviceAvailable('redis', async () => {
-  const probe = new Redis(URL, { lazyConnect: true, connectTimeout: 1_000, retryStrategy: () => null });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    await probe.ping();
-  } finally {
-    probe.disconnect();
-  }
-});
+const skip = await serviceAvailable('redis', () => pingRedis(URL));
 
 testStore({
   name: 'redis',

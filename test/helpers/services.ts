@@ -30,3 +30,24 @@ export async function serviceAvailable(
     return reason;
   }
 }
+
+/** Throws unless a Redis server answers PING at `url` within about a second. */
+export async function pingRedis(url: string): Promise<void> {
+  const { Redis } = await import('ioredis');
+  const probe = new Redis(url, { lazyConnect: true, connectTimeout: 1_000, retryStrategy: () => null });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    await probe.ping();
+  } finally {
+    probe.disconnect();
+  }
+}
+
+/** Throws unless a PostgreSQL server accepts a connection at `url` within two seconds. */
+export async function pingPostgres(url: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  await client.connect();
+  await client.end();
+}
