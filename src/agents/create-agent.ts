@@ -48,6 +48,11 @@ export interface HandleMessageOptions {
   /** Called before every model step with the active step, sequence progress and allowed tools. */
   onStep?: (info: StepInfo) => void | PromiseLike<void>;
   abortSignal?: AbortSignal;
+  /**
+   * The manager for this message only, instead of the agent's (e.g. one seeded from a signed
+   * state token in a stateless server).
+   */
+  manager?: OrchestrationManager;
   /** Extra options for the stream (callbacks, temperature, ...). */
   stream?: Partial<StreamWithOrchestrationOptions<ToolSet>>;
 }
@@ -90,12 +95,19 @@ export function createAgent(template: AgentTemplate, options: CreateAgentOptions
     manager,
     llm,
     tools,
-    async handleMessage({ messages, sessionId, onStep, abortSignal, stream }: HandleMessageOptions) {
+    async handleMessage({
+      messages,
+      sessionId,
+      onStep,
+      abortSignal,
+      stream,
+      manager: turnManager,
+    }: HandleMessageOptions) {
       if (!Array.isArray(messages)) {
         throw new InvalidArgumentError('messages', 'expected an array of messages');
       }
       const modelMessages = await toModelMessages(messages, tools);
-      const service = new LLMOrchestrationService(llm, manager, sessionId);
+      const service = new LLMOrchestrationService(llm, turnManager ?? manager, sessionId);
       return service.streamWithOrchestration({
         maxSteps,
         ...stream,

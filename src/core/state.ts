@@ -38,6 +38,11 @@ export interface OrchestrationState {
    * retried or replayed tool call is recorded once and cannot advance a sequence twice.
    */
   recordedToolCallIds?: string[];
+  /**
+   * The agent this session belongs to, when a server created it: a session is served by one
+   * agent only. Library users may leave it unset.
+   */
+  agentId?: string;
 }
 
 /** How many recent tool call ids a state remembers for de-duplication. */
@@ -74,6 +79,7 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     version: 0,
     lastMessageKey: undefined,
     recordedToolCallIds: undefined,
+    agentId: undefined,
   };
 }
 
@@ -153,6 +159,7 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     if (!isCount(s[field])) fail(field, 'a non-negative integer');
   }
   if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string') fail('lastMessageKey', 'a string');
+  if (s.agentId !== undefined && typeof s.agentId !== 'string') fail('agentId', 'a string');
   if (
     s.recordedToolCallIds !== undefined &&
     !(Array.isArray(s.recordedToolCallIds) && s.recordedToolCallIds.every((t) => typeof t === 'string'))

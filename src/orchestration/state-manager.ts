@@ -197,7 +197,13 @@ export class OrchestrationStateManager {
     const stored = await store.update(sessionId, (current) => {
       if (current === undefined) return undefined;
       const fresh = createState(sessionId, current.createdAt, current.ttl);
-      return { ...fresh, cumulativeTokenUsage: current.cumulativeTokenUsage, lastAccessed: now };
+      // The owner stays: a reset session still belongs to the agent that created it.
+      return {
+        ...fresh,
+        cumulativeTokenUsage: current.cumulativeTokenUsage,
+        lastAccessed: now,
+        agentId: current.agentId,
+      };
     });
     return stored ?? null;
   }
