@@ -69,6 +69,15 @@ export {
   toAIState,
 } from './core/state.js';
 export {
+  type GraphRenderOptions,
+  type TemplateGraph,
+  type TemplateGraphEdge,
+  type TemplateGraphNode,
+  templateGraph,
+  toDot,
+  toMermaid,
+} from './core/template-graph.js';
+export {
   formatIssues,
   TemplateConfigError,
   type TemplateIssue,
