@@ -1,0 +1,102 @@
+/**
+ * The inspector's HTTP client for the Baton API. Every failure becomes an {@link ApiError}
+ * carrying the server's `{error: {code, message, path?}}`, so the UI can show it as it is.
+ */
+import type {
+  AgentDetailResponse,
+  AgentListResponse,
+  ApiErrorBody,
+  SessionResponse,
+} from '../../src/server/api-types.js';
+
+/** An error answer of the API (or a network failure, with code `network`). */
+export class ApiError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly path: string | undefined;
+
+  constructor(code: string, message: string, status: number, path?: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = status;
+    this.path = path;
+  }
+}
+
+function isErrorBody(value: unknown): value is ApiErrorBody {
+  if (typeof value !== 'object' || value === null || !('error' in value)) return false;
+  const error = (value as { error: unknown }).error;
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    typeof (error as { code?: unknown }).code === 'string' &&
+    typeof (error as { message?: unknown }).message === 'string'
+  );
+}
+
+/** Turns a response body (JSON error or anything else) and status into an {@link ApiError}. */
+export function apiErrorFromBody(text: string, status: number): ApiError {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (isErrorBody(parsed)) return new ApiError(parsed.error.code, parsed.error.message, status, parsed.error.path);
+  } catch {
+    // Not JSON (a proxy's HTML page, a plain-text error): show it as it is, below.
+  }
+  return new ApiError(`http-${status}`, text.trim() || `HTTP ${status}`, status);
+}
+
+/** Turns anything thrown (by fetch, by useChat's transport) into an {@link ApiError}. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof Error) {
+    // useChat's transport throws an APICallError whose message is the response body.
+    const status = (error as { statusCode?: unknown }).statusCode;
+    if (typeof status === 'number') return apiErrorFromBody(error.message, status);
+    const fromJson = apiErrorFromBody(error.message, 0);
+    if (!fromJson.code.startsWith('http-')) return fromJson;
+    return new ApiError('network', error.message, 0);
+  }
+  return new ApiError('unknown', String(error), 0);
+}
+
+async function request<T>(path: string, init?: RequestInit): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(path, { ...init, headers: { accept: 'application/json', ...init?.headers } });
+  } catch (error) {
+    throw new ApiError(
+      'network',
+      `Cannot reach the server: ${error instanceof Error ? error.message : String(error)}`,
+      0,
+    );
+  }
+  if (!response.ok) throw apiErrorFromBody(await response.text(), response.status);
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+/** `GET /api/agents`. */
+export function listAgents(): Promise<AgentListResponse> {
+  return request('/api/agents');
+}
+
+/** `GET /api/agents/:agentId`. */
+export function getAgent(agentId: string): Promise<AgentDetailResponse> {
+  return request(`/api/agents/${encodeURIComponent(agentId)}`);
+}
+
+/** `GET /api/sessions/:sessionId`. */
+export function getSession(sessionId: string): Promise<SessionResponse> {
+  return request(`/api/sessions/${encodeURIComponent(sessionId)}`);
+}
+
+/** `POST /api/sessions/:sessionId/reset`. */
+export function resetSession(sessionId: string): Promise<SessionResponse> {
+  return request(`/api/sessions/${encodeURIComponent(sessionId)}/reset`, { method: 'POST' });
+}
+
+/** `DELETE /api/sessions/:sessionId`. */
+export function deleteSession(sessionId: string): Promise<void> {
+  return request(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' });
+}

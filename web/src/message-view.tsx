@@ -1,0 +1,40 @@
+/**
+ * One chat message: its text, reasoning and tool calls in the order they streamed.
+ */
+import { getToolName, isToolUIPart } from 'ai';
+import { ToolCard } from './tool-card.js';
+import type { InspectorMessage } from './types.js';
+
+/** A message of the transcript. */
+export function MessageView({ message }: { message: InspectorMessage }) {
+  const who = message.role === 'user' ? 'You' : message.role === 'assistant' ? 'Agent' : 'System';
+  return (
+    <article className={`message message-${message.role}`} data-testid={`message-${message.role}`}>
+      <div className="message-role">{who}</div>
+      <div className="message-parts">
+        {message.parts.map((part, index) => {
+          // Parts have no ids of their own; their order within a message never changes.
+          const key = `${message.id}:${index}`;
+          if (part.type === 'text') {
+            return (
+              <p key={key} className="message-text" data-testid="message-text">
+                {part.text}
+              </p>
+            );
+          }
+          if (part.type === 'reasoning') {
+            return (
+              <details key={key} className="reasoning">
+                <summary>Reasoning</summary>
+                <p className="message-text">{part.text}</p>
+              </details>
+            );
+          }
+          if (isToolUIPart(part)) return <ToolCard key={key} name={getToolName(part)} part={part} />;
+          // data-orchestration parts feed the orchestration panel; step markers show nothing.
+          return null;
+        })}
+      </div>
+    </article>
+  );
+}

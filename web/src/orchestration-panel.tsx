@@ -1,0 +1,76 @@
+/**
+ * The orchestration as it stands: active step, step graph, sequence, tools allowed or blocked,
+ * recent tools, token usage and the last turn's model steps. Updated from the stream's
+ * `data-orchestration` parts and from the session API.
+ */
+import { SequenceStrip } from './sequence-strip.js';
+import { StepGraph } from './step-graph.js';
+import { ToolList } from './tool-list.js';
+import { TurnTimeline } from './turn-timeline.js';
+import type { AgentDetailResponse, OrchestrationSnapshot, SessionResponse, TimelineEntry } from './types.js';
+import { RecentTools, TokenUsage } from './usage-stats.js';
+
+const NO_USAGE = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+
+/** The orchestration column. */
+export function OrchestrationPanel({
+  agent,
+  snapshot,
+  session,
+  timeline,
+}: {
+  agent: AgentDetailResponse | null;
+  snapshot: OrchestrationSnapshot | null;
+  session: SessionResponse | null;
+  timeline: TimelineEntry[];
+}) {
+  const activeStep = snapshot?.activeStep ?? null;
+  return (
+    <section className="panel orchestration-panel" aria-labelledby="orchestration-title">
+      <h2 id="orchestration-title" className="panel-title">
+        Orchestration
+      </h2>
+
+      <div className="active-step" data-testid="active-step" data-step={activeStep ?? ''}>
+        <span className="field-label">Active step</span>
+        <strong>{activeStep ?? (snapshot ? 'none (every tool allowed)' : 'none yet')}</strong>
+        {snapshot?.stepDescription && <span className="muted"> · {snapshot.stepDescription}</span>}
+      </div>
+
+      <section className="subpanel" aria-labelledby="graph-title">
+        <h3 id="graph-title">Steps</h3>
+        {agent ? (
+          <StepGraph graph={agent.graph} activeStep={activeStep} />
+        ) : (
+          <p className="muted">Loading the agent…</p>
+        )}
+      </section>
+
+      <section className="subpanel" aria-labelledby="sequence-title">
+        <h3 id="sequence-title">Sequence</h3>
+        <SequenceStrip sequence={snapshot?.sequence ?? null} step={activeStep} />
+      </section>
+
+      <section className="subpanel" aria-labelledby="tools-title">
+        <h3 id="tools-title">Tools</h3>
+        <ToolList tools={session?.tools ?? null} agentTools={agent?.tools ?? []} />
+      </section>
+
+      <div className="subpanel-row">
+        <section className="subpanel" aria-labelledby="recent-title">
+          <h3 id="recent-title">Recently used</h3>
+          <RecentTools tools={snapshot?.recentlyUsedTools ?? []} />
+        </section>
+        <section className="subpanel" aria-labelledby="tokens-title">
+          <h3 id="tokens-title">Tokens (session)</h3>
+          <TokenUsage usage={snapshot?.tokenUsage ?? NO_USAGE} />
+        </section>
+      </div>
+
+      <section className="subpanel" aria-labelledby="timeline-title">
+        <h3 id="timeline-title">Last turn</h3>
+        <TurnTimeline entries={timeline} />
+      </section>
+    </section>
+  );
+}

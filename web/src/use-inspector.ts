@@ -1,0 +1,253 @@
+/**
+ * The inspector's state: the chosen agent, its session, the chat (useChat over Baton's UI
+ * message stream) and the orchestration as it streams. Components only render what this returns.
+ */
+import { useChat } from '@ai-sdk/react';
+import { DefaultChatTransport } from 'ai';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { type ApiError, deleteSession, getAgent, getSession, listAgents, resetSession, toApiError } from './api.js';
+import type {
+  AgentDetailResponse,
+  AgentSummary,
+  InspectorMessage,
+  OrchestrationSnapshot,
+  SessionResponse,
+  TimelineEntry,
+} from './types.js';
+import { useSessionView } from './use-session-view.js';
+
+/** A problem shown to the user, with an id so it can be dismissed. */
+export interface Notice {
+  id: number;
+  error: ApiError;
+}
+
+/** Everything the inspector's components need. */
+export interface Inspector {
+  agents: AgentSummary[] | null;
+  agentId: string | null;
+  agent: AgentDetailResponse | null;
+  selectAgent: (agentId: string) => void;
+  sessionId: string | null;
+  session: SessionResponse | null;
+  snapshot: OrchestrationSnapshot | null;
+  timeline: TimelineEntry[];
+  messages: InspectorMessage[];
+  status: 'submitted' | 'streaming' | 'ready' | 'error';
+  send: (text: string) => void;
+  stop: () => void;
+  newSession: () => void;
+  reset: () => Promise<void>;
+  resume: (sessionId: string) => Promise<boolean>;
+  remove: () => Promise<void>;
+  notices: Notice[];
+  dismiss: (id: number) => void;
+}
+
+/** Header carrying the signed state in stateless deployments. */
+const STATE_HEADER = 'x-orchestration-state';
+
+/** The inspector's state and actions. */
+export function useInspector(): Inspector {
+  const [agents, setAgents] = useState<AgentSummary[] | null>(null);
+  const [agentId, setAgentId] = useState<string | null>(null);
+  const [agent, setAgent] = useState<AgentDetailResponse | null>(null);
+  const [sessionId, setSessionIdState] = useState<string | null>(null);
+  const [snapshot, setSnapshot] = useState<OrchestrationSnapshot | null>(null);
+  const [timeline, setTimeline] = useState<TimelineEntry[]>([]);
+  const [notices, setNotices] = useState<Notice[]>([]);
+  // A new chat (and so an empty transcript) for every agent, new session and resumed session.
+  const [generation, setGeneration] = useState(0);
+
+  // The transport reads these when it sends, so they live in refs as well as in state.
+  const sessionIdRef = useRef<string | null>(null);
+  const stateTokenRef = useRef<string | undefined>(undefined);
+  // True from sending until the turn ends: the stream's snapshots are then newer than the API's.
+  const streamingRef = useRef(false);
+  const noticeIds = useRef(0);
+
+  const report = useCallback((error: ApiError) => {
+    const id = ++noticeIds.current;
+    setNotices((current) => [...current.slice(-3), { id, error }]);
+  }, []);
+  const dismiss = useCallback((id: number) => setNotices((current) => current.filter((n) => n.id !== id)), []);
+
+  const setSessionId = useCallback((id: string | null) => {
+    sessionIdRef.current = id;
+    setSessionIdState(id);
+  }, []);
+
+  const onView = useCallback((view: SessionResponse) => {
+    if (!streamingRef.current) setSnapshot(view.state);
+  }, []);
+  const sessionView = useSessionView(report, onView);
+
+  useEffect(() => {
+    listAgents()
+      .then(({ agents: list }) => {
+        setAgents(list);
+        setAgentId((current) => current ?? list[0]?.id ?? null);
+      })
+      .catch((error: unknown) => report(toApiError(error)));
+  }, [report]);
+
+  useEffect(() => {
+    if (!agentId) return;
+    let current = true;
+    setAgent(null);
+    getAgent(agentId)
+      .then((detail) => {
+        if (current) setAgent(detail);
+      })
+      .catch((error: unknown) => {
+        if (current) report(toApiError(error));
+      });
+    return () => {
+      current = false;
+    };
+  }, [agentId, report]);
+
+  const transport = useMemo(
+    () =>
+      new DefaultChatTransport<InspectorMessage>({
+        api: `/api/chat/${encodeURIComponent(agentId ?? '')}`,
+        // The server issues the session id in a response header on the first turn.
+        fetch: async (input, init) => {
+          const response = await fetch(input, init);
+          const issued = response.headers.get('x-session-id');
+          if (issued && issued !== sessionIdRef.current) setSessionId(issued);
+          return response;
+        },
+        prepareSendMessagesRequest: ({ messages }) => {
+          const token = stateTokenRef.current;
+          return {
+            body: { ...(sessionIdRef.current ? { sessionId: sessionIdRef.current } : {}), messages },
+            ...(token ? { headers: { [STATE_HEADER]: token } } : {}),
+          };
+        },
+      }),
+    [agentId, setSessionId],
+  );
+
+  const endTurn = useCallback(() => {
+    streamingRef.current = false;
+    const id = sessionIdRef.current;
+    if (id) void sessionView.refresh(id);
+  }, [sessionView.refresh]);
+
+  const chat = useChat<InspectorMessage>({
+    id: `${agentId ?? 'none'}:${generation}`,
+    transport,
+    onData: (part) => {
+      if (part.type !== 'data-orchestration') return;
+      const data = part.data;
+      if (data.stateToken) stateTokenRef.current = data.stateToken;
+      if (data.sessionId && data.sessionId !== sessionIdRef.current) setSessionId(data.sessionId);
+      setSnapshot(data);
+      setTimeline((current) => [...current, { seq: current.length, snapshot: data }]);
+      sessionView.refreshSoon(data.sessionId);
+    },
+    onFinish: endTurn,
+    onError: (error) => {
+      report(toApiError(error));
+      endTurn();
+    },
+  });
+
+  const send = useCallback(
+    (text: string) => {
+      const trimmed = text.trim();
+      if (!trimmed || !agentId) return;
+      streamingRef.current = true;
+      setTimeline([]);
+      void chat.sendMessage({ text: trimmed });
+    },
+    [agentId, chat.sendMessage],
+  );
+
+  const forgetSession = useCallback(() => {
+    streamingRef.current = false;
+    stateTokenRef.current = undefined;
+    setSessionId(null);
+    setSnapshot(null);
+    setTimeline([]);
+    sessionView.clear();
+    setGeneration((n) => n + 1);
+  }, [setSessionId, sessionView.clear]);
+
+  const selectAgent = useCallback(
+    (id: string) => {
+      if (id === agentId) return;
+      forgetSession();
+      setAgentId(id);
+    },
+    [agentId, forgetSession],
+  );
+
+  const reset = useCallback(async () => {
+    const id = sessionIdRef.current;
+    if (!id) return;
+    try {
+      const view = await resetSession(id);
+      stateTokenRef.current = view.state.stateToken;
+      sessionView.setView(view);
+      setSnapshot(view.state);
+      setTimeline([]);
+    } catch (error) {
+      report(toApiError(error));
+    }
+  }, [report, sessionView.setView]);
+
+  const resume = useCallback(
+    async (id: string) => {
+      const wanted = id.trim();
+      if (!wanted) return false;
+      try {
+        const view = await getSession(wanted);
+        forgetSession();
+        if (view.agentId !== agentId) setAgentId(view.agentId);
+        setSessionId(view.sessionId);
+        stateTokenRef.current = view.state.stateToken;
+        sessionView.setView(view);
+        setSnapshot(view.state);
+        return true;
+      } catch (error) {
+        report(toApiError(error));
+        return false;
+      }
+    },
+    [agentId, forgetSession, report, setSessionId, sessionView.setView],
+  );
+
+  const remove = useCallback(async () => {
+    const id = sessionIdRef.current;
+    if (!id) return;
+    try {
+      await deleteSession(id);
+      forgetSession();
+    } catch (error) {
+      report(toApiError(error));
+    }
+  }, [forgetSession, report]);
+
+  return {
+    agents,
+    agentId,
+    agent,
+    selectAgent,
+    sessionId,
+    session: sessionView.view,
+    snapshot,
+    timeline,
+    messages: chat.messages,
+    status: chat.status,
+    send,
+    stop: () => void chat.stop(),
+    newSession: forgetSession,
+    reset,
+    resume,
+    remove,
+    notices,
+    dismiss,
+  };
+}
