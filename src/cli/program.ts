@@ -4,6 +4,7 @@
  */
 import { Command } from 'commander';
 import { chatCommand } from './chat-command.js';
+import { serveCommand } from './serve-command.js';
 
 /** Where a command writes and what it may read; the bin passes the process's own. */
 export interface CliContext {
@@ -28,6 +29,7 @@ export function createProgram(context: CliContext, version = '0.0.0'): Command {
       writeErr: (text) => context.stderr.write(text),
     });
   // Sub-commands built apart from the program inherit its settings (help after errors, output).
+  program.addCommand(serveCommand(context).copyInheritedSettings(program));
   program.addCommand(chatCommand(context).copyInheritedSettings(program));
   return program;
 }

@@ -1,0 +1,116 @@
+/**
+ * The `serve` sub-command: parses its flags and hands over to {@link startServer}.
+ */
+import type { Writable } from 'node:stream';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { CliContext } from './program.js';
+import { ServeSetupError, startServer } from './serve.js';
+
+/** Default port of `baton serve`. */
+export const DEFAULT_PORT = 4000;
+/** Default store of `baton serve`: durable and embedded. */
+export const DEFAULT_SERVE_STORE = 'sqlite:.baton/state.db';
+
+function integer(name: string, min: number) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
+    return n;
+  };
+}
+
+/** `baton serve [agentsDir] --port --store --model --stateless ...`. */
+export function serveCommand(context: CliContext): Command {
+  return new Command('serve')
+    .description('Serve agents over HTTP: the chat API, session API and the inspector page at /.')
+    .argument('[agents]', 'folder of agent templates (*.json), or one template file', 'examples/agents')
+    .addOption(
+      new Option('-p, --port <port>', 'port to listen on (0 picks a free one)')
+        .argParser(integer('--port', 0))
+        .default(context.env.PORT ? Number(context.env.PORT) : DEFAULT_PORT),
+    )
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option(
+      '--store <url>',
+      'session state: sqlite:<path> | memory: | redis://… | postgres://…',
+      context.env.BATON_STORE ?? DEFAULT_SERVE_STORE,
+    )
+    .option(
+      '-m, --model <spec>',
+      'model for every agent: offline | openai:<model> | anthropic:<model> | openai-compatible:<model>@<baseURL> (default: $BATON_MODEL, else each template’s own, else offline when its key is not set)',
+    )
+    .option(
+      '--stateless',
+      'keep no state on the server: it travels signed in x-orchestration-state (keys from $BATON_STATE_KEYS)',
+      false,
+    )
+    .option(
+      '--cors <origins>',
+      'comma-separated origins allowed to call the API from a browser',
+      context.env.BATON_CORS_ORIGINS ?? '',
+    )
+    .addOption(new Option('--body-limit <bytes>', 'largest request body').argParser(integer('--body-limit', 1)))
+    .addOption(
+      new Option('--max-messages <n>', 'most messages in one chat request').argParser(integer('--max-messages', 1)),
+    )
+    .addOption(
+      new Option('--offline-delay <ms>', 'delay between the offline model’s stream chunks, to watch it stream')
+        .argParser(integer('--offline-delay', 0))
+        .default(0),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'request log level (JSON lines on stdout)')
+        .choices(['trace', 'debug', 'info', 'warn', 'error', 'silent'])
+        .default(context.env.BATON_LOG_LEVEL ?? 'info'),
+    )
+    .addHelpText(
+      'after',
+      '\nEnvironment: BATON_API_KEY (require Authorization: Bearer), BATON_STATE_KEYS (--stateless), BATON_STORE, BATON_MODEL, PORT.\n\nExamples:\n  baton serve examples/agents --model offline\n  baton serve agents/ --store redis://127.0.0.1:6379 --port 8080',
+    )
+    .action(
+      async (
+        agentsPath: string,
+        flags: {
+          port: number;
+          host: string;
+          store: string;
+          model?: string;
+          stateless: boolean;
+          cors: string;
+          bodyLimit?: number;
+          maxMessages?: number;
+          offlineDelay: number;
+          logLevel: string;
+        },
+      ) => {
+        try {
+          const running = await startServer({
+            agentsPath,
+            port: flags.port,
+            host: flags.host,
+            store: flags.store,
+            model: flags.model,
+            stateless: flags.stateless,
+            corsOrigins: flags.cors
+              .split(',')
+              .map((origin) => origin.trim())
+              .filter(Boolean),
+            bodyLimit: flags.bodyLimit,
+            maxMessages: flags.maxMessages,
+            offlineDelayMs: flags.offlineDelay,
+            logLevel: flags.logLevel,
+            env: context.env,
+            stdout: context.stdout as Writable & { isTTY?: boolean },
+            stderr: context.stderr as Writable,
+            signal: context.signal,
+          });
+          await running.closed;
+        } catch (error) {
+          if (!ServeSetupError.isInstance(error) || error.code !== 'serve-setup') throw error;
+          context.stderr.write(`baton serve: ${error.message}\n`);
+          context.setExitCode(1);
+        }
+      },
+    );
+}

@@ -1,0 +1,125 @@
+/**
+ * The JSON shapes of the HTTP API, shared by the server, its tests and the web inspector
+ * (which imports these types only, never server code).
+ */
+import type { UIMessage } from 'ai';
+import type { ToolDenial } from '../core/events.js';
+import type { TokenUsage } from '../core/state.js';
+import type { TemplateGraph } from '../core/template-graph.js';
+import type { TemplateIssue } from '../core/template-issues.js';
+
+/** Every error response: `{ error: { code, message, path? } }`. */
+export interface ApiErrorBody {
+  error: {
+    /** Stable, kebab-case: `invalid-json`, `unknown-agent`, `store-unavailable`, ... */
+    code: string;
+    message: string;
+    /** Where in the request the problem is: `body.messages[2].parts`, `header.x-orchestration-state`. */
+    path?: string;
+  };
+}
+
+/** One agent in `GET /api/agents`. */
+export interface AgentSummary {
+  id: string;
+  name: string;
+  description: string;
+  tools: string[];
+  /** The step names, in configuration order. */
+  steps: string[];
+  defaultStep: string | null;
+}
+
+/** `GET /api/agents`. */
+export interface AgentListResponse {
+  agents: AgentSummary[];
+}
+
+/** A step as `GET /api/agents/:agentId` describes it. */
+export interface StepSummary {
+  name: string;
+  description: string | null;
+  isDefault: boolean;
+  /** The conditions as configured (type, value, ...). */
+  conditions: Record<string, unknown>[];
+  availableTools: { allowed: string[]; denied: string[] } | null;
+  /** Positions of the required sequence; each position lists its alternative tools. */
+  sequence: string[][];
+  resetSequenceOn: unknown[];
+}
+
+/** `GET /api/agents/:agentId`. */
+export interface AgentDetailResponse extends AgentSummary {
+  /** The template as loaded (JSON). */
+  template: Record<string, unknown>;
+  /** Validation warnings of the template (errors would have stopped it from loading). */
+  issues: TemplateIssue[];
+  stepDetails: StepSummary[];
+  graph: TemplateGraph;
+  /** The same graph as Mermaid `flowchart` source. */
+  mermaid: string;
+}
+
+/** The active sequence of a session, when its step has one. */
+export interface SequenceProgress {
+  /** Positions; each lists its alternative tools. */
+  tools: string[][];
+  /** How many positions are done. */
+  index: number;
+  length: number;
+  completed: boolean;
+  /** True when no allowed tool can fill the current position. */
+  blocked: boolean;
+}
+
+/**
+ * The payload of every `data-orchestration` part of a chat stream (one part, id
+ * `orchestration`, replaced in place after every model step) and the core of a session view.
+ */
+export interface OrchestrationSnapshot {
+  sessionId: string;
+  agentId: string;
+  /** Model step of the turn this snapshot precedes (0 = first), or null for the end of the turn. */
+  stepNumber: number | null;
+  activeStep: string | null;
+  stepDescription: string | null;
+  sequence: SequenceProgress | null;
+  allowedTools: string[];
+  recentlyUsedTools: string[];
+  tokenUsage: TokenUsage;
+  /** True on the part sent after the turn ended (the state then is final). */
+  final: boolean;
+  /** Stateless mode only: the signed state to send back as `x-orchestration-state` next time. */
+  stateToken?: string;
+}
+
+/** One tool in a session view: allowed now, or why not. */
+export interface ToolStatus {
+  tool: string;
+  allowed: boolean;
+  reason?: ToolDenial;
+}
+
+/** `GET /api/sessions/:sessionId` and `POST /api/sessions/:sessionId/reset`. */
+export interface SessionResponse {
+  sessionId: string;
+  agentId: string;
+  state: OrchestrationSnapshot;
+  tools: ToolStatus[];
+  createdAt: number;
+  lastAccessed: number;
+}
+
+/** `GET /healthz`. */
+export interface HealthResponse {
+  ok: boolean;
+  store: string;
+  agents: number;
+  error?: string;
+}
+
+/** The chat's UI message type: metadata names the session, and `data-orchestration` parts carry snapshots. */
+export type BatonUIMessage = UIMessage<
+  { sessionId: string; agentId: string },
+  { orchestration: OrchestrationSnapshot }
+>;

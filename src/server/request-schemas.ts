@@ -1,0 +1,94 @@
+/**
+ * What a client may send, as zod schemas, and the parsers that turn a bad request into an
+ * {@link HttpError} naming the first problem and where it is.
+ */
+import { z } from 'zod';
+import { formatPath } from '../core/template-issues.js';
+import { HttpError } from './http-errors.js';
+
+/**
+ * Session ids the server accepts: they travel in URLs and headers, so they are kept to a
+ * safe alphabet. Server-issued ids are UUIDs.
+ */
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+const sessionIdSchema = z
+  .string()
+  .regex(SESSION_ID_PATTERN, 'expected 1-128 characters: letters, digits, ".", "_", ":" or "-" (not first)');
+
+/** One part of a UI message; its content is checked by the AI SDK's own validator. */
+const partSchema = z.looseObject({ type: z.string().min(1) });
+
+/** A UI message as `useChat` sends it. */
+const uiMessageSchema = z.looseObject({
+  id: z.string().optional(),
+  role: z.enum(['system', 'user', 'assistant']),
+  parts: z.array(partSchema),
+});
+
+/** The body of `POST /api/chat/:agentId` (limits applied by {@link parseChatBody}). */
+export const chatBodySchema = z.looseObject({
+  sessionId: sessionIdSchema.optional(),
+  messages: z.array(uiMessageSchema).min(1, 'expected at least one message'),
+});
+
+/** A parsed chat request. */
+export interface ChatBody {
+  sessionId: string | undefined;
+  messages: z.infer<typeof uiMessageSchema>[];
+}
+
+/** Parses request text as JSON, or throws a 400 that says where the syntax broke. */
+export function parseJsonBody(text: string): unknown {
+  if (text.trim() === '') {
+    throw new HttpError(400, 'invalid-json', 'The request body is empty; expected a JSON object.', { path: 'body' });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new HttpError(400, 'invalid-json', `The request body is not valid JSON: ${detail}`, { path: 'body' });
+  }
+}
+
+/** Validates a chat body, including the message count limit. */
+export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new HttpError(400, 'invalid-body', 'Expected a JSON object `{ sessionId?, messages }`.', { path: 'body' });
+  }
+  const messages = (json as { messages?: unknown }).messages;
+  // Counted before validation, so a huge array is refused without walking it.
+  if (Array.isArray(messages) && messages.length > maxMessages) {
+    throw new HttpError(
+      400,
+      'too-many-messages',
+      `The request has ${messages.length} messages; this server accepts at most ${maxMessages}.`,
+      { path: 'body.messages' },
+    );
+  }
+  const result = chatBodySchema.safeParse(json);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const path = issue.path.length ? `body.${formatPath(issue.path)}` : 'body';
+    throw new HttpError(400, 'invalid-body', `${path}: ${issue.message}`, { path });
+  }
+  if (!result.data.messages.some((message) => message.role === 'user')) {
+    throw new HttpError(400, 'no-user-message', 'The conversation has no user message to answer.', {
+      path: 'body.messages',
+    });
+  }
+  return { sessionId: result.data.sessionId, messages: result.data.messages };
+}
+
+/** Validates a session id from the URL or a header. */
+export function parseSessionId(value: string, path: string): string {
+  if (!SESSION_ID_PATTERN.test(value)) {
+    throw new HttpError(
+      400,
+      'invalid-session-id',
+      'A session id is 1-128 characters: letters, digits, ".", "_", ":" or "-" (not first).',
+      { path },
+    );
+  }
+  return value;
+}

@@ -1,0 +1,72 @@
+/**
+ * Orchestration snapshots: what the chat stream's `data-orchestration` part and the session
+ * routes report, built from the engine's own views so the two never disagree.
+ */
+import type { StepInfo } from '../ai-sdk/orchestrate.js';
+import type { Explanation } from '../core/engine.js';
+import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
+import type { OrchestrationSnapshot, SequenceProgress, SessionResponse } from './api-types.js';
+
+function sequenceProgress(sequence: Explanation['sequence']): SequenceProgress | null {
+  if (sequence === undefined) return null;
+  return {
+    tools: sequence.tools.map((position) => [...position]),
+    index: sequence.index,
+    length: sequence.length,
+    completed: sequence.completed,
+    blocked: sequence.blocked,
+  };
+}
+
+/** The snapshot sent before a model step, from what the model loop reported for it. */
+export function stepSnapshot(agentId: string, info: StepInfo): OrchestrationSnapshot {
+  return {
+    sessionId: info.state.sessionId,
+    agentId,
+    stepNumber: info.stepNumber,
+    activeStep: info.activeStep ?? null,
+    stepDescription: info.stepDescription ?? null,
+    sequence: sequenceProgress(info.sequence),
+    allowedTools: [...info.allowedTools],
+    recentlyUsedTools: [...info.state.recentlyUsedTools],
+    tokenUsage: { ...info.state.cumulativeTokenUsage },
+    final: false,
+  };
+}
+
+/** The snapshot of a session at rest (after a turn, or for the session routes). */
+export function restingSnapshot(
+  agentId: string,
+  state: OrchestrationState | AIOrchestrationState,
+  explanation: Explanation,
+  final: boolean,
+): OrchestrationSnapshot {
+  return {
+    sessionId: state.sessionId,
+    agentId,
+    stepNumber: null,
+    activeStep: explanation.activeStep ?? null,
+    stepDescription: explanation.stepDescription ?? null,
+    sequence: sequenceProgress(explanation.sequence),
+    allowedTools: [...explanation.allowedTools],
+    recentlyUsedTools: [...state.recentlyUsedTools],
+    tokenUsage: { ...state.cumulativeTokenUsage },
+    final,
+  };
+}
+
+/** The body of the session routes. */
+export function sessionResponse(agentId: string, state: OrchestrationState, explanation: Explanation): SessionResponse {
+  return {
+    sessionId: state.sessionId,
+    agentId,
+    state: restingSnapshot(agentId, state, explanation, true),
+    tools: explanation.tools.map((tool) =>
+      tool.reason
+        ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason }
+        : { tool: tool.tool, allowed: true },
+    ),
+    createdAt: state.createdAt,
+    lastAccessed: state.lastAccessed,
+  };
+}
