@@ -21,6 +21,7 @@ import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
 import { bodyLimit } from 'hono/body-limit';
 import { cors } from 'hono/cors';
+import { HTTPException } from 'hono/http-exception';
 import { type Logger, pino } from 'pino';
 import { type Agent, type CreateAgentOptions, createAgent } from '../agents/create-agent.js';
 import type { AgentTemplate } from '../core/schema.js';
@@ -131,6 +132,8 @@ export function createApp(options: CreateAppOptions): BatonApp {
   const app = new Hono();
 
   app.onError((error, c) => {
+    // Hono's own middleware (bearer auth) throws these with a finished response.
+    if (error instanceof HTTPException) return error.getResponse();
     const response = errorResponse(error);
     if (response.serverFault) logger.error({ err: error, path: c.req.path }, 'request failed');
     return c.json(response.body, response.status, response.headers);
@@ -271,6 +274,26 @@ export function createApp(options: CreateAppOptions): BatonApp {
       },
     });
 
+    const forwardTurn = async (writer: { write(part: UIMessageChunk): void }) => {
+      // Forwarded one chunk at a time so the final snapshot comes after the last text.
+      const reader = toUIMessageStream({ stream: result.stream, sendStart: false, sendFinish: false }).getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        writer.write(value as UIMessageChunk);
+      }
+      await result.finalOrchestrationState;
+      const finalSnapshot = await restingOf(turnManager!, served, sessionId);
+      if (stateless) {
+        const state = await turnManager!.getStateManager().getState(sessionId);
+        if (state) finalSnapshot.stateToken = signState(state, stateless);
+      }
+      writer.write(orchestrationPart(finalSnapshot));
+      writer.write({
+        type: 'finish',
+        finishReason: await Promise.resolve(result.finishReason).catch(() => 'error' as const),
+      });
+    };
     const stream = createUIMessageStream<BatonUIMessage>({
       onError: (error) => {
         logger.warn({ err: error, sessionId, agentId }, 'chat stream failed');
@@ -280,30 +303,14 @@ export function createApp(options: CreateAppOptions): BatonApp {
         streamWriter.write({ type: 'start', messageMetadata: { sessionId, agentId } });
         writer = streamWriter as unknown as { write(part: UIMessageChunk): void };
         for (const part of queued.splice(0)) writer.write(part);
-        // Forwarded one chunk at a time so the final snapshot comes after the last text.
-        const reader = toUIMessageStream({ stream: result.stream, sendStart: false, sendFinish: false }).getReader();
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          writer.write(value as UIMessageChunk);
+        try {
+          await forwardTurn(writer);
+        } finally {
+          // The throwaway store of a stateless turn goes once the turn is over, however it ended.
+          if (stateless) await turnManager!.close();
         }
-        await result.finalOrchestrationState;
-        const finalSnapshot = await restingOf(turnManager!, served, sessionId);
-        if (stateless) {
-          const state = await turnManager!.getStateManager().getState(sessionId);
-          if (state) finalSnapshot.stateToken = signState(state, stateless);
-        }
-        writer.write(orchestrationPart(finalSnapshot));
-        writer.write({
-          type: 'finish',
-          finishReason: await Promise.resolve(result.finishReason).catch(() => 'error' as const),
-        });
       },
     });
-    if (stateless) {
-      // The throwaway store goes once the turn is over.
-      void result.finalOrchestrationState.finally(() => turnManager!.close());
-    }
     return createUIMessageStreamResponse({ stream, headers });
   });
 
