@@ -60,10 +60,22 @@ export function toApiError(error: unknown): ApiError {
   return new ApiError('unknown', String(error), 0);
 }
 
-async function request<T>(path: string, init?: RequestInit): Promise<T> {
+/** Header carrying a session's signed state when the server is stateless (`baton serve --stateless`). */
+export const STATE_HEADER = 'x-orchestration-state';
+
+/** A response body with the state token the server sent back, if any. */
+export interface WithToken<T> {
+  data: T;
+  stateToken: string | undefined;
+}
+
+async function request<T>(path: string, init: RequestInit = {}, stateToken?: string): Promise<WithToken<T>> {
+  const headers = new Headers(init.headers);
+  headers.set('accept', 'application/json');
+  if (stateToken) headers.set(STATE_HEADER, stateToken);
   let response: Response;
   try {
-    response = await fetch(path, { ...init, headers: { accept: 'application/json', ...init?.headers } });
+    response = await fetch(path, { ...init, headers });
   } catch (error) {
     throw new ApiError(
       'network',
@@ -72,31 +84,31 @@ async function request<T>(path: string, init?: RequestInit): Promise<T> {
     );
   }
   if (!response.ok) throw apiErrorFromBody(await response.text(), response.status);
-  if (response.status === 204) return undefined as T;
-  return (await response.json()) as T;
+  const data = (response.status === 204 ? undefined : await response.json()) as T;
+  return { data, stateToken: response.headers.get(STATE_HEADER) ?? undefined };
 }
 
 /** `GET /api/agents`. */
-export function listAgents(): Promise<AgentListResponse> {
-  return request('/api/agents');
+export async function listAgents(): Promise<AgentListResponse> {
+  return (await request<AgentListResponse>('/api/agents')).data;
 }
 
 /** `GET /api/agents/:agentId`. */
-export function getAgent(agentId: string): Promise<AgentDetailResponse> {
-  return request(`/api/agents/${encodeURIComponent(agentId)}`);
+export async function getAgent(agentId: string): Promise<AgentDetailResponse> {
+  return (await request<AgentDetailResponse>(`/api/agents/${encodeURIComponent(agentId)}`)).data;
 }
 
-/** `GET /api/sessions/:sessionId`. */
-export function getSession(sessionId: string): Promise<SessionResponse> {
-  return request(`/api/sessions/${encodeURIComponent(sessionId)}`);
+/** `GET /api/sessions/:sessionId`; `stateToken` is needed (only) by a stateless server. */
+export async function getSession(sessionId: string, stateToken?: string): Promise<SessionResponse> {
+  return (await request<SessionResponse>(`/api/sessions/${encodeURIComponent(sessionId)}`, {}, stateToken)).data;
 }
 
-/** `POST /api/sessions/:sessionId/reset`. */
-export function resetSession(sessionId: string): Promise<SessionResponse> {
-  return request(`/api/sessions/${encodeURIComponent(sessionId)}/reset`, { method: 'POST' });
+/** `POST /api/sessions/:sessionId/reset`; a stateless server answers with the new token. */
+export function resetSession(sessionId: string, stateToken?: string): Promise<WithToken<SessionResponse>> {
+  return request(`/api/sessions/${encodeURIComponent(sessionId)}/reset`, { method: 'POST' }, stateToken);
 }
 
 /** `DELETE /api/sessions/:sessionId`. */
-export function deleteSession(sessionId: string): Promise<void> {
-  return request(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' });
+export async function deleteSession(sessionId: string, stateToken?: string): Promise<void> {
+  await request<undefined>(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' }, stateToken);
 }

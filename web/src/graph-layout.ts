@@ -5,8 +5,8 @@
 import dagre from '@dagrejs/dagre';
 import type { StepGraph } from './types.js';
 
-/** Measures the width of `text` in pixels at the given font size. */
-export type MeasureText = (text: string, fontSize: number) => number;
+/** Measures the width of `text` in pixels at the given font size, in the sans or the monospace font. */
+export type MeasureText = (text: string, fontSize: number, font: 'sans' | 'mono') => number;
 
 /** A node placed by the layout; x and y are its top-left corner. */
 export interface PlacedNode {
@@ -78,8 +78,11 @@ function curve(points: readonly { x: number; y: number }[]): string {
   return `${d} L${last.x},${last.y}`;
 }
 
-/** Positions every node and edge of `graph`. */
-export function layoutGraph(graph: StepGraph, measure: MeasureText): GraphLayout {
+/**
+ * Positions every node and edge of `graph`. `compact` leaves the condition labels out of the
+ * layout (they stay in each edge's tooltip), for narrow screens where they would not fit.
+ */
+export function layoutGraph(graph: StepGraph, measure: MeasureText, compact = false): GraphLayout {
   // A multigraph: the default step may have both a condition edge and the default edge.
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: 'LR', nodesep: 14, ranksep: 36, edgesep: 8, marginx: 8, marginy: 8 });
@@ -89,18 +92,15 @@ export function layoutGraph(graph: StepGraph, measure: MeasureText): GraphLayout
   for (const node of graph.nodes) {
     const seq = sequenceText(node.sequence);
     const title = node.kind === 'start' ? node.label : `${node.label}${node.isDefault ? ' (default)' : ''}`;
-    const width = Math.max(measure(title, NODE_FONT), seq ? measure(seq, DETAIL_FONT) : 0) + PADDING_X * 2;
+    const width =
+      Math.max(measure(title, NODE_FONT, 'sans'), seq ? measure(seq, DETAIL_FONT, 'mono') : 0) + PADDING_X * 2;
     const height = node.kind === 'start' ? 34 : seq ? 46 : 32;
     g.setNode(node.id, { width: Math.ceil(width), height });
   }
   graph.edges.forEach((edge, index) => {
     const shortLabel = shorten(edge.label, MAX_EDGE_LABEL);
-    g.setEdge(
-      edge.from,
-      edge.to,
-      { width: Math.ceil(measure(shortLabel, EDGE_FONT)) + 8, height: 16, labelpos: 'c' },
-      String(index),
-    );
+    const label = compact ? {} : { width: Math.ceil(measure(shortLabel, EDGE_FONT, 'sans')) + 8, height: 16 };
+    g.setEdge(edge.from, edge.to, { ...label, labelpos: 'c' }, String(index));
   });
 
   dagre.layout(g);
@@ -131,7 +131,7 @@ export function layoutGraph(graph: StepGraph, measure: MeasureText): GraphLayout
       to: edge.to,
       kind: edge.kind,
       label: edge.label,
-      shortLabel: shorten(edge.label, MAX_EDGE_LABEL),
+      shortLabel: compact ? '' : shorten(edge.label, MAX_EDGE_LABEL),
       path: curve(placed.points ?? []),
       labelX: placed.x ?? 0,
       labelY: placed.y ?? 0,

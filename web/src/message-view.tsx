@@ -2,6 +2,7 @@
  * One chat message: its text, reasoning and tool calls in the order they streamed.
  */
 import { getToolName, isToolUIPart } from 'ai';
+import { Markdown } from './markdown.js';
 import { ToolCard } from './tool-card.js';
 import type { InspectorMessage } from './types.js';
 
@@ -16,7 +17,12 @@ export function MessageView({ message }: { message: InspectorMessage }) {
           // Parts have no ids of their own; their order within a message never changes.
           const key = `${message.id}:${index}`;
           if (part.type === 'text') {
-            return (
+            // The user's words as typed; the agent's answer as the Markdown it is written in.
+            return message.role === 'assistant' ? (
+              <div key={key} className="message-text message-markdown" data-testid="message-text">
+                <Markdown text={part.text} />
+              </div>
+            ) : (
               <p key={key} className="message-text" data-testid="message-text">
                 {part.text}
               </p>

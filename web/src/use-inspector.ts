@@ -5,7 +5,16 @@
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { type ApiError, deleteSession, getAgent, getSession, listAgents, resetSession, toApiError } from './api.js';
+import {
+  type ApiError,
+  deleteSession,
+  getAgent,
+  getSession,
+  listAgents,
+  resetSession,
+  STATE_HEADER,
+  toApiError,
+} from './api.js';
 import type {
   AgentDetailResponse,
   AgentSummary,
@@ -44,9 +53,6 @@ export interface Inspector {
   dismiss: (id: number) => void;
 }
 
-/** Header carrying the signed state in stateless deployments. */
-const STATE_HEADER = 'x-orchestration-state';
-
 /** The inspector's state and actions. */
 export function useInspector(): Inspector {
   const [agents, setAgents] = useState<AgentSummary[] | null>(null);
@@ -80,7 +86,7 @@ export function useInspector(): Inspector {
   const onView = useCallback((view: SessionResponse) => {
     if (!streamingRef.current) setSnapshot(view.state);
   }, []);
-  const sessionView = useSessionView(report, onView);
+  const sessionView = useSessionView(report, onView, () => stateTokenRef.current);
 
   useEffect(() => {
     listAgents()
@@ -116,6 +122,8 @@ export function useInspector(): Inspector {
           const response = await fetch(input, init);
           const issued = response.headers.get('x-session-id');
           if (issued && issued !== sessionIdRef.current) setSessionId(issued);
+          const token = response.headers.get(STATE_HEADER);
+          if (token) stateTokenRef.current = token;
           return response;
         },
         prepareSendMessagesRequest: ({ messages }) => {
@@ -188,8 +196,8 @@ export function useInspector(): Inspector {
     const id = sessionIdRef.current;
     if (!id) return;
     try {
-      const view = await resetSession(id);
-      stateTokenRef.current = view.state.stateToken;
+      const { data: view, stateToken } = await resetSession(id, stateTokenRef.current);
+      stateTokenRef.current = stateToken;
       sessionView.setView(view);
       setSnapshot(view.state);
       setTimeline([]);
@@ -203,11 +211,14 @@ export function useInspector(): Inspector {
       const wanted = id.trim();
       if (!wanted) return false;
       try {
-        const view = await getSession(wanted);
+        // A stateless server cannot look a session up by id alone: it needs the state token,
+        // which this page only has for its own current session.
+        const token = wanted === sessionIdRef.current ? stateTokenRef.current : undefined;
+        const view = await getSession(wanted, token);
         forgetSession();
         if (view.agentId !== agentId) setAgentId(view.agentId);
+        stateTokenRef.current = token;
         setSessionId(view.sessionId);
-        stateTokenRef.current = view.state.stateToken;
         sessionView.setView(view);
         setSnapshot(view.state);
         return true;
@@ -223,7 +234,7 @@ export function useInspector(): Inspector {
     const id = sessionIdRef.current;
     if (!id) return;
     try {
-      await deleteSession(id);
+      await deleteSession(id, stateTokenRef.current);
       forgetSession();
     } catch (error) {
       report(toApiError(error));

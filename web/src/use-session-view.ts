@@ -27,18 +27,19 @@ export interface SessionView {
 export function useSessionView(
   onError: (error: ApiError) => void,
   onView: (view: SessionResponse) => void,
+  stateToken: () => string | undefined,
 ): SessionView {
   const [view, setView] = useState<SessionResponse | null>(null);
   const latest = useRef(0);
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
-  const callbacks = useRef({ onError, onView });
-  callbacks.current = { onError, onView };
+  const callbacks = useRef({ onError, onView, stateToken });
+  callbacks.current = { onError, onView, stateToken };
 
   const refresh = useCallback(async (sessionId: string) => {
     clearTimeout(timer.current);
     const ticket = ++latest.current;
     try {
-      const next = await getSession(sessionId);
+      const next = await getSession(sessionId, callbacks.current.stateToken());
       if (ticket !== latest.current) return null;
       setView(next);
       callbacks.current.onView(next);
