@@ -4,7 +4,10 @@
  */
 import { Command } from 'commander';
 import { chatCommand } from './chat-command.js';
+import { graphCommand } from './graph-command.js';
 import { serveCommand } from './serve-command.js';
+import { simulateCommand } from './simulate-command.js';
+import { validateCommand } from './validate-command.js';
 
 /** Where a command writes and what it may read; the bin passes the process's own. */
 export interface CliContext {
@@ -31,5 +34,8 @@ export function createProgram(context: CliContext, version = '0.0.0'): Command {
   // Sub-commands built apart from the program inherit its settings (help after errors, output).
   program.addCommand(serveCommand(context).copyInheritedSettings(program));
   program.addCommand(chatCommand(context).copyInheritedSettings(program));
+  program.addCommand(validateCommand(context).copyInheritedSettings(program));
+  program.addCommand(simulateCommand(context).copyInheritedSettings(program));
+  program.addCommand(graphCommand(context).copyInheritedSettings(program));
   return program;
 }
