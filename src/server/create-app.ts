@@ -572,10 +572,13 @@ function inspector(root: string): MiddlewareHandler {
       const files = serveStatic({ root });
       const index = serveStatic({ root, rewriteRequestPath: () => '/index.html' });
       handler = async (context, proceed) => {
+        // serveStatic answers by returning a Response; returned from inside a `next` callback it
+        // would be dropped (the context never finalized: a 500), so the page is passed on here.
+        let page: Response | undefined;
         const response = await files(context, async () => {
-          await index(context, proceed);
+          page = (await index(context, proceed)) ?? undefined;
         });
-        return response ?? undefined;
+        return response ?? page;
       };
     }
     return handler(c, next);
