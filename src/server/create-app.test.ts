@@ -200,6 +200,32 @@ describe('chat', () => {
   });
 });
 
+describe('a client that leaves', () => {
+  it('stops the turn when the client disconnects: no more tools run, and the session stays usable', async () => {
+    const app = makeApp({
+      agents: [{ template: reasoner, model: createOfflineModel({ delayMs: 10 }) }],
+    });
+    const abort = new AbortController();
+    const response = await app.request('/api/chat/cognitive-reasoner', {
+      method: 'POST',
+      body: JSON.stringify({ messages: [userMessage(RESEARCH)] }),
+      signal: abort.signal,
+    });
+    const sessionId = response.headers.get('x-session-id')!;
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let seen = '';
+    while (!seen.includes('tool-output-available')) seen += (await reader.read()).value ?? '';
+    abort.abort();
+    await reader.cancel().catch(() => undefined);
+    // Long enough for the two remaining tools and the answer, had the turn gone on.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const session = (await (await app.request(`/api/sessions/${sessionId}`)).json()) as SessionResponse;
+    expect(session.state.recentlyUsedTools).toEqual(['search']);
+    const next = await chat(app, RESEARCH, { sessionId });
+    expect(next.snapshots.at(-1)!.sequence?.completed).toBe(true);
+  });
+});
+
 describe('bad requests', () => {
   const cases: [string, unknown, number, string, string | undefined][] = [
     ['invalid JSON', '{"messages": [', 400, 'invalid-json', 'body'],
