@@ -54,7 +54,7 @@ export function SessionControls({
           type="button"
           onClick={() => void onReset()}
           disabled={!sessionId || busy}
-          title="Reset the orchestration state of this session (step, sequence, tool history, tokens); the transcript stays"
+          title="Reset the orchestration state of this session (step, sequence, tool history; token usage is kept); the transcript stays"
         >
           Reset
         </button>

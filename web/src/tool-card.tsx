@@ -7,8 +7,9 @@ import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 /** How a tool call ended, as the card shows it. */
 export type ToolCallState = 'running' | 'done' | 'error' | 'rejected' | 'denied';
 
-// Baton's ToolRejectedError: `Tool "search" was not run: step "X" expects ... Allowed tools now: ...`.
-const REJECTED = /^Tool "[^"]*" (was not run|is not allowed)/;
+// Baton's guard (ToolRejectedError: `Tool "search" was not run: step "X" expects ...`), or the
+// AI SDK refusing a tool that orchestration did not offer for the model step (NoSuchToolError).
+const REJECTED = /^Tool "[^"]*" (was not run|is not allowed)|Model tried to call unavailable tool/;
 
 /** Whether a tool error text is Baton refusing the call (rather than the tool failing). */
 export function isRejection(errorText: string): boolean {
