@@ -22,7 +22,12 @@ const partSchema = z.looseObject({ type: z.string().min(1) });
 /** A UI message as `useChat` sends it. */
 const uiMessageSchema = z.looseObject({
   id: z.string().optional(),
-  role: z.enum(['system', 'user', 'assistant']),
+  // No `system`: the model loop refuses system messages (instructions come from the template),
+  // and it would do so only after the stream had started, as a 200 with a failed stream.
+  role: z.enum(['user', 'assistant'], {
+    error:
+      'expected "user" or "assistant"; system messages are not accepted (the agent\'s template gives its instructions)',
+  }),
   parts: z.array(partSchema),
 });
 
