@@ -16,8 +16,20 @@ const sessionIdSchema = z
   .string()
   .regex(SESSION_ID_PATTERN, 'expected 1-128 characters: letters, digits, ".", "_", ":" or "-" (not first)');
 
-/** One part of a UI message; its content is checked by the AI SDK's own validator. */
-const partSchema = z.looseObject({ type: z.string().min(1) });
+/** URL schemes a file part may use: the AI SDK passes these on or downloads them, and nothing else. */
+const FILE_URL_PROTOCOLS = new Set(['data:', 'http:', 'https:']);
+
+/**
+ * One part of a UI message; its content is checked by the AI SDK's own validator, except a
+ * file part's URL, which the SDK parses only while converting the messages (an unparsable one
+ * threw a TypeError there, a 500) or fetches only after the stream started (a 200 that fails).
+ */
+const partSchema = z.looseObject({ type: z.string().min(1) }).superRefine((part, context) => {
+  if (part.type !== 'file' || typeof part.url !== 'string') return;
+  if (!URL.canParse(part.url) || !FILE_URL_PROTOCOLS.has(new URL(part.url).protocol)) {
+    context.addIssue({ code: 'custom', path: ['url'], message: 'expected a data:, http: or https: URL' });
+  }
+});
 
 /** A UI message as `useChat` sends it. */
 const uiMessageSchema = z.looseObject({
