@@ -55,10 +55,26 @@ export interface ChatBody {
   messages: z.infer<typeof uiMessageSchema>[];
 }
 
+/**
+ * Deepest nesting of arrays and objects a request body may have. The model loop (the AI SDK's
+ * message conversion, providers' request encoding) serializes tool inputs and outputs with
+ * recursive `JSON.stringify`, which overflows the stack at a few thousand levels: a 500, or a
+ * 200 whose stream fails. Real messages nest a dozen levels or so.
+ */
+export const MAX_JSON_DEPTH = 100;
+
 /** Parses request text as JSON, or throws a 400 that says where the syntax broke. */
 export function parseJsonBody(text: string): unknown {
   if (text.trim() === '') {
     throw new HttpError(400, 'invalid-json', 'The request body is empty; expected a JSON object.', { path: 'body' });
+  }
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new HttpError(
+      400,
+      'body-too-deep',
+      `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep.`,
+      { path: 'body' },
+    );
   }
   try {
     return JSON.parse(text);
@@ -108,4 +124,28 @@ export function parseSessionId(value: string, path: string): string {
     );
   }
   return value;
+}
+
+/**
+ * True when brackets outside strings nest deeper than `limit`. A scan of the text, so that
+ * neither it nor `JSON.parse` recurses on a hostile body; invalid JSON is left to the parser.
+ */
+function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 0x5c)
+        i++; // a backslash escapes the next character, a quote included
+      else if (code === 0x22) inString = false;
+    } else if (code === 0x22) {
+      inString = true;
+    } else if (code === 0x5b || code === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (code === 0x5d || code === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
 }
