@@ -223,6 +223,13 @@ describe('simulate', () => {
     expect(result.steps[0]!.expectations?.passed).toBe(true);
   });
 
+  it('takes an AgentDock template that lists only its model at its word: it has no tools', async () => {
+    const template = parseTemplate({ agentId: 'vision', nodes: ['llm.gemini'] });
+    const result = await simulate(template, events([{ user: 'hi' }, { tool: 'search' }]));
+    expect(result.agentTools).toEqual([]);
+    expect(result.steps[1]!.rejected?.code).toBe('no-such-tool');
+  });
+
   it('rejects a tool the agent does not have', async () => {
     const result = await simulate(gated, events([{ user: 'go' }, { tool: 'delete_everything' }]));
     expect(result.steps[1]!.rejected).toEqual({

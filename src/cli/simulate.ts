@@ -194,7 +194,7 @@ export interface SimulationStep {
 /** The whole replay. */
 export interface SimulationResult {
   steps: SimulationStep[];
-  /** The tool list used: the template's, else every tool the orchestration and the events name. */
+  /** The tool list used: the template's, or (when it declares none) every tool the orchestration and the events name. */
   agentTools: string[];
   rejected: number;
   expectationsChecked: number;
@@ -266,9 +266,13 @@ export async function simulate(template: AgentTemplate, events: readonly Simulat
   return { steps, agentTools, rejected, expectationsChecked, expectationsFailed };
 }
 
-/** The template's tools; a template that lists none gets every tool its orchestration and the events name. */
+/**
+ * The template's tools. A template that declares none (no `tools`, no AgentDock `nodes`)
+ * gets every tool its orchestration and the events name, so it can be replayed at all.
+ */
 function agentToolsOf(template: AgentTemplate, events: readonly SimulationEvent[]): string[] {
-  if (template.tools.length > 0) return [...template.tools];
+  // AgentDock's "nodes" declares the tools even when it lists only the model (no tools at all).
+  if (template.tools.length > 0 || Array.isArray(template.nodes)) return [...template.tools];
   const tools = new Set(compileOrchestration(template).referencedTools);
   for (const event of events) if (event.kind === 'tool') tools.add(event.tool);
   return [...tools];
