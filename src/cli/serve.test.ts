@@ -69,7 +69,7 @@ describe('baton serve', () => {
     );
     writeFileSync(join(dir, 'b.json'), '{ "id": "b", ');
     await expect(startServer(options({ agentsPath: dir }).opts)).rejects.toThrow(
-      /a\.json[\s\S]*sequnce[\s\S]*did you mean "sequence"[\s\S]*b\.json/,
+      /a\.json:1:\d+: error: [\s\S]*sequnce[\s\S]*did you mean "sequence"[\s\S]*b\.json:1:\d+: error/,
     );
   });
 

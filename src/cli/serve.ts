@@ -2,7 +2,7 @@
  * `baton serve`: loads every template of a folder, picks each agent's model, opens the store
  * and listens. The HTTP API itself is `createApp()`; this file is only the process around it.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -12,14 +12,13 @@ import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
-import { formatIssues, TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
-import { validateTemplate } from '../core/validate-template.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { type BatonApp, createApp, type ServedAgent } from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseStateKeys } from '../stores/state-token.js';
 import { loadTemplate } from '../templates/load-template.js';
 import { chooseModel } from './chat.js';
+import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
 
 /** Options of {@link runServe}, as the `serve` command parsed them. */
 export interface ServeOptions {
@@ -71,7 +70,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const served: ServedAgent[] = [];
   const modelLines: string[] = [];
   for (const { template, warnings, file } of templates) {
-    for (const warning of warnings) options.stderr.write(`${formatIssues([warning], file)}\n`);
+    for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
     const chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
     served.push({ template, warnings, model: chosen.llm });
     modelLines.push(
@@ -170,7 +169,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
 
 interface LoadedAgent {
   template: AgentTemplate;
-  warnings: TemplateIssue[];
+  warnings: FileIssue[];
   file: string;
 }
 
@@ -197,18 +196,9 @@ async function loadAgents(path: string): Promise<LoadedAgent[]> {
   const loaded: LoadedAgent[] = [];
   const failures: string[] = [];
   for (const file of files) {
-    try {
-      const template = await loadTemplate(file);
-      // Loading succeeded, so the file is valid JSON; the warnings come from a second look.
-      const check = validateTemplate(JSON.parse(await readFile(file, 'utf8')));
-      loaded.push({ template, warnings: check.success ? check.warnings : [], file });
-    } catch (error) {
-      failures.push(
-        TemplateConfigError.isInstance(error)
-          ? error.message
-          : `${file}: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
+    const result = await readTemplateFile(file);
+    if (result.ok) loaded.push({ template: result.template, warnings: result.warnings, file });
+    else failures.push(...result.issues.map((issue) => formatFileIssue(issue)));
   }
   if (failures.length > 0) {
     throw new ServeSetupError(`some templates do not load; fix them or serve another folder:\n${failures.join('\n')}`);
