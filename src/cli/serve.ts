@@ -16,7 +16,6 @@ import { createOrchestrationManager, type OrchestrationManager } from '../orches
 import { type BatonApp, createApp, type ServedAgent } from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseStateKeys } from '../stores/state-token.js';
-import { loadTemplate } from '../templates/load-template.js';
 import { chooseModel } from './chat.js';
 import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
 
