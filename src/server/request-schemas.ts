@@ -18,16 +18,31 @@ const sessionIdSchema = z
 
 /** URL schemes a file part may use: the AI SDK passes these on or downloads them, and nothing else. */
 const FILE_URL_PROTOCOLS = new Set(['data:', 'http:', 'https:']);
+/**
+ * A data: URL the AI SDK can decode: it reads every one as base64 (`data:,text` is valid
+ * RFC 2397 but fails there), and `atob` refuses a length of 4n+1.
+ */
+const BASE64_DATA_URL = /^data:[^,]*;base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 
 /**
  * One part of a UI message; its content is checked by the AI SDK's own validator, except a
  * file part's URL, which the SDK parses only while converting the messages (an unparsable one
- * threw a TypeError there, a 500) or fetches only after the stream started (a 200 that fails).
+ * threw a TypeError there, a 500) or decodes and fetches only after the stream started (a 200
+ * that fails).
  */
 const partSchema = z.looseObject({ type: z.string().min(1) }).superRefine((part, context) => {
   if (part.type !== 'file' || typeof part.url !== 'string') return;
-  if (!URL.canParse(part.url) || !FILE_URL_PROTOCOLS.has(new URL(part.url).protocol)) {
-    context.addIssue({ code: 'custom', path: ['url'], message: 'expected a data:, http: or https: URL' });
+  const protocol = URL.canParse(part.url) ? new URL(part.url).protocol : undefined;
+  if (
+    protocol === undefined ||
+    !FILE_URL_PROTOCOLS.has(protocol) ||
+    (protocol === 'data:' && !BASE64_DATA_URL.test(part.url))
+  ) {
+    context.addIssue({
+      code: 'custom',
+      path: ['url'],
+      message: 'expected a base64 data: URL (data:<media type>;base64,<data>), or an http: or https: URL',
+    });
   }
 });
 
