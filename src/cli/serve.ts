@@ -68,7 +68,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const templates = await loadAgents(options.agentsPath);
   const served: ServedAgent[] = [];
   const modelLines: string[] = [];
-  for (const { template, warnings, file } of templates) {
+  for (const { template, warnings } of templates) {
     for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
     const chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
     served.push({ template, warnings, model: chosen.llm });
