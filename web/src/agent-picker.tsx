@@ -25,8 +25,8 @@ export function AgentPicker({
         {!agents && <option value="">Loading…</option>}
         {agents?.length === 0 && <option value="">No agents</option>}
         {agents?.map((agent) => (
-          <option key={agent.id} value={agent.id}>
-            {agent.name} ({agent.id})
+          <option key={agent.id} value={agent.id} title={agent.description}>
+            {agent.name}
           </option>
         ))}
       </select>

@@ -85,7 +85,7 @@ function curve(points: readonly { x: number; y: number }[]): string {
 export function layoutGraph(graph: StepGraph, measure: MeasureText, compact = false): GraphLayout {
   // A multigraph: the default step may have both a condition edge and the default edge.
   const g = new dagre.graphlib.Graph({ multigraph: true });
-  g.setGraph({ rankdir: 'LR', nodesep: 14, ranksep: 36, edgesep: 8, marginx: 8, marginy: 8 });
+  g.setGraph({ rankdir: 'LR', nodesep: 10, ranksep: 36, edgesep: 8, marginx: 8, marginy: 8 });
   g.setDefaultEdgeLabel(() => ({}));
   const targets = new Set(graph.edges.map((edge) => edge.to));
 

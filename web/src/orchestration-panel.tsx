@@ -31,46 +31,51 @@ export function OrchestrationPanel({
         Orchestration
       </h2>
 
-      <div className="active-step" data-testid="active-step" data-step={activeStep ?? ''}>
-        <span className="field-label">Active step</span>
-        <strong>{activeStep ?? (snapshot ? 'none (every tool allowed)' : 'none yet')}</strong>
-        {snapshot?.stepDescription && <span className="muted"> · {snapshot.stepDescription}</span>}
+      <div className="orchestration-grid">
+        <div className="orchestration-column">
+          <div className="active-step" data-testid="active-step" data-step={activeStep ?? ''}>
+            <span className="field-label">Active step</span>
+            <strong>{activeStep ?? (snapshot ? 'none (every tool allowed)' : 'none yet')}</strong>
+            {snapshot?.stepDescription && <p className="muted step-description">{snapshot.stepDescription}</p>}
+          </div>
+
+          <section className="subpanel" aria-labelledby="graph-title">
+            <h3 id="graph-title">Steps</h3>
+            {agent ? (
+              <StepGraph graph={agent.graph} activeStep={activeStep} />
+            ) : (
+              <p className="muted">Loading the agent…</p>
+            )}
+          </section>
+
+          <section className="subpanel" aria-labelledby="sequence-title">
+            <h3 id="sequence-title">Sequence</h3>
+            <SequenceStrip sequence={snapshot?.sequence ?? null} step={activeStep} />
+          </section>
+        </div>
+        <div className="orchestration-column">
+          <section className="subpanel" aria-labelledby="tools-title">
+            <h3 id="tools-title">Tools</h3>
+            <ToolList tools={session?.tools ?? null} agentTools={agent?.tools ?? []} />
+          </section>
+
+          <div className="subpanel-row">
+            <section className="subpanel" aria-labelledby="recent-title">
+              <h3 id="recent-title">Recently used</h3>
+              <RecentTools tools={snapshot?.recentlyUsedTools ?? []} />
+            </section>
+            <section className="subpanel" aria-labelledby="tokens-title">
+              <h3 id="tokens-title">Tokens (session)</h3>
+              <TokenUsage usage={snapshot?.tokenUsage ?? NO_USAGE} />
+            </section>
+          </div>
+
+          <section className="subpanel" aria-labelledby="timeline-title">
+            <h3 id="timeline-title">Last turn</h3>
+            <TurnTimeline entries={timeline} />
+          </section>
+        </div>
       </div>
-
-      <section className="subpanel" aria-labelledby="graph-title">
-        <h3 id="graph-title">Steps</h3>
-        {agent ? (
-          <StepGraph graph={agent.graph} activeStep={activeStep} />
-        ) : (
-          <p className="muted">Loading the agent…</p>
-        )}
-      </section>
-
-      <section className="subpanel" aria-labelledby="sequence-title">
-        <h3 id="sequence-title">Sequence</h3>
-        <SequenceStrip sequence={snapshot?.sequence ?? null} step={activeStep} />
-      </section>
-
-      <section className="subpanel" aria-labelledby="tools-title">
-        <h3 id="tools-title">Tools</h3>
-        <ToolList tools={session?.tools ?? null} agentTools={agent?.tools ?? []} />
-      </section>
-
-      <div className="subpanel-row">
-        <section className="subpanel" aria-labelledby="recent-title">
-          <h3 id="recent-title">Recently used</h3>
-          <RecentTools tools={snapshot?.recentlyUsedTools ?? []} />
-        </section>
-        <section className="subpanel" aria-labelledby="tokens-title">
-          <h3 id="tokens-title">Tokens (session)</h3>
-          <TokenUsage usage={snapshot?.tokenUsage ?? NO_USAGE} />
-        </section>
-      </div>
-
-      <section className="subpanel" aria-labelledby="timeline-title">
-        <h3 id="timeline-title">Last turn</h3>
-        <TurnTimeline entries={timeline} />
-      </section>
     </section>
   );
 }

@@ -72,7 +72,7 @@ export function SessionControls({
       </div>
       <form className="resume" onSubmit={(event) => void submitResume(event)}>
         <label className="field">
-          <span className="field-label">Resume session</span>
+          <span className="visually-hidden">Resume session</span>
           <input
             type="text"
             value={resumeId}

@@ -3,14 +3,6 @@
  */
 import type { ToolStatus } from './types.js';
 
-const CODE_TEXT: Record<string, string> = {
-  denied: 'denied by the step',
-  'not-allowed': 'not in the step’s allowed tools',
-  sequence: 'out of sequence',
-  'no-such-tool': 'no such tool',
-  'not-offered': 'not offered this model step',
-};
-
 /** The tool list; before the first answer there is no session, so it lists the agent's tools only. */
 export function ToolList({ tools, agentTools }: { tools: ToolStatus[] | null; agentTools: string[] }) {
   if (!tools) {
@@ -39,7 +31,7 @@ export function ToolList({ tools, agentTools }: { tools: ToolStatus[] | null; ag
           <span className={`badge ${allowed ? 'badge-done' : 'badge-blocked'}`}>{allowed ? 'allowed' : 'blocked'}</span>
           {reason && (
             <span className="tool-reason" data-testid="tool-reason">
-              <span className="reason-code">{CODE_TEXT[reason.code] ?? reason.code}</span>: {reason.message}
+              {reason.message} <code className="reason-code">{reason.code}</code>
             </span>
           )}
         </li>
