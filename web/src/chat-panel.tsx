@@ -74,8 +74,8 @@ export function ChatPanel({
             )}
           </div>
         )}
-        {messages.map((message) => (
-          <MessageView key={message.id} message={message} />
+        {messages.map((message, index) => (
+          <MessageView key={message.id} message={message} live={busy && index === messages.length - 1} />
         ))}
         {busy && messages.at(-1)?.role === 'user' && <p className="muted thinking">Waiting for the agent…</p>}
       </div>

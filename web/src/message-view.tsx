@@ -6,8 +6,8 @@ import { Markdown } from './markdown.js';
 import { ToolCard } from './tool-card.js';
 import type { InspectorMessage } from './types.js';
 
-/** A message of the transcript. */
-export function MessageView({ message }: { message: InspectorMessage }) {
+/** A message of the transcript; `live` while it is the answer still streaming. */
+export function MessageView({ message, live }: { message: InspectorMessage; live: boolean }) {
   const who = message.role === 'user' ? 'You' : message.role === 'assistant' ? 'Agent' : 'System';
   return (
     <article className={`message message-${message.role}`} data-testid={`message-${message.role}`}>
@@ -36,7 +36,7 @@ export function MessageView({ message }: { message: InspectorMessage }) {
               </details>
             );
           }
-          if (isToolUIPart(part)) return <ToolCard key={key} name={getToolName(part)} part={part} />;
+          if (isToolUIPart(part)) return <ToolCard key={key} name={getToolName(part)} part={part} live={live} />;
           // data-orchestration parts feed the orchestration panel; step markers show nothing.
           return null;
         })}

@@ -5,7 +5,7 @@
 import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 
 /** How a tool call ended, as the card shows it. */
-export type ToolCallState = 'running' | 'done' | 'error' | 'rejected' | 'denied';
+export type ToolCallState = 'running' | 'stopped' | 'done' | 'error' | 'rejected' | 'denied';
 
 // Baton's guard (ToolRejectedError: `Tool "search" was not run: step "X" expects ...`), or the
 // AI SDK refusing a tool that orchestration did not offer for the model step (NoSuchToolError).
@@ -16,8 +16,8 @@ export function isRejection(errorText: string): boolean {
   return REJECTED.test(errorText);
 }
 
-/** The state of a tool part, as the card shows it. */
-export function toolCallState(part: ToolUIPart | DynamicToolUIPart): ToolCallState {
+/** The state of a tool part, as the card shows it; `live` while its answer still streams. */
+export function toolCallState(part: ToolUIPart | DynamicToolUIPart, live: boolean): ToolCallState {
   switch (part.state) {
     case 'output-available':
       return 'done';
@@ -26,12 +26,14 @@ export function toolCallState(part: ToolUIPart | DynamicToolUIPart): ToolCallSta
     case 'output-denied':
       return 'denied';
     default:
-      return 'running';
+      // Without an outcome after the answer ended, the call was cut short (Stop, a lost connection).
+      return live ? 'running' : 'stopped';
   }
 }
 
 const LABELS: Record<ToolCallState, string> = {
   running: 'running…',
+  stopped: 'stopped',
   done: 'done',
   error: 'failed',
   rejected: 'rejected by orchestration',
@@ -44,8 +46,8 @@ function show(value: unknown): string {
 }
 
 /** A tool call card; rejected calls start open, since why matters. */
-export function ToolCard({ name, part }: { name: string; part: ToolUIPart | DynamicToolUIPart }) {
-  const state = toolCallState(part);
+export function ToolCard({ name, part, live }: { name: string; part: ToolUIPart | DynamicToolUIPart; live: boolean }) {
+  const state = toolCallState(part, live);
   return (
     <details
       className={`tool-card tool-${state}`}
