@@ -47,6 +47,7 @@ export interface GraphLayout {
   edges: PlacedEdge[];
 }
 
+/** Font sizes, in pixels, of step names, sequence lines and edge labels. */
 export const NODE_FONT = 13;
 export const DETAIL_FONT = 11;
 export const EDGE_FONT = 11;

@@ -3,12 +3,13 @@
  * recent tools, token usage and the last turn's model steps. Updated from the stream's
  * `data-orchestration` parts and from the session API.
  */
+import { RecentTools } from './recent-tools.js';
 import { SequenceStrip } from './sequence-strip.js';
 import { StepGraph } from './step-graph.js';
+import { TokenUsage } from './token-usage.js';
 import { ToolList } from './tool-list.js';
 import { TurnTimeline } from './turn-timeline.js';
 import type { AgentDetailResponse, OrchestrationSnapshot, SessionResponse, TimelineEntry } from './types.js';
-import { RecentTools, TokenUsage } from './usage-stats.js';
 
 const NO_USAGE = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 

@@ -1,7 +1,6 @@
 /**
- * The session's recently used tools (newest first) and its cumulative token usage.
+ * The session's recently used tools, newest first.
  */
-import type { OrchestrationSnapshot } from './types.js';
 
 /** How many recent tools to show; the session keeps up to its template's historyLimit. */
 const SHOWN = 12;
@@ -22,26 +21,5 @@ export function RecentTools({ tools }: { tools: string[] }) {
       </ol>
       {tools.length > SHOWN && <p className="muted">and {tools.length - SHOWN} earlier</p>}
     </div>
-  );
-}
-
-/** Cumulative token usage of the session. */
-export function TokenUsage({ usage }: { usage: OrchestrationSnapshot['tokenUsage'] }) {
-  const format = (n: number) => n.toLocaleString('en-US');
-  return (
-    <dl className="token-usage" data-testid="token-usage">
-      <div>
-        <dt>Prompt</dt>
-        <dd>{format(usage.promptTokens)}</dd>
-      </div>
-      <div>
-        <dt>Completion</dt>
-        <dd>{format(usage.completionTokens)}</dd>
-      </div>
-      <div>
-        <dt>Total</dt>
-        <dd data-testid="token-total">{format(usage.totalTokens)}</dd>
-      </div>
-    </dl>
   );
 }
