@@ -269,6 +269,21 @@ describe('bad requests', () => {
       'invalid-body',
       'body.sessionId',
     ],
+    [
+      'a file part naming a URL for the server to fetch',
+      {
+        messages: [
+          {
+            id: '1',
+            role: 'user',
+            parts: [{ type: 'file', mediaType: 'text/plain', url: 'http://169.254.169.254/latest/meta-data' }],
+          },
+        ],
+      },
+      400,
+      'invalid-body',
+      'body.messages[0].parts[0].url',
+    ],
     ['a numeric session id', { sessionId: 7, messages: [userMessage('x')] }, 400, 'invalid-body', 'body.sessionId'],
   ];
   it.each(cases)('answers %s with a 4xx JSON error saying where', async (_name, body, status, code, path) => {

@@ -16,8 +16,6 @@ const sessionIdSchema = z
   .string()
   .regex(SESSION_ID_PATTERN, 'expected 1-128 characters: letters, digits, ".", "_", ":" or "-" (not first)');
 
-/** URL schemes a file part may use: the AI SDK passes these on or downloads them, and nothing else. */
-const FILE_URL_PROTOCOLS = new Set(['data:', 'http:', 'https:']);
 /**
  * A data: URL the AI SDK can decode: it reads every one as base64 (`data:,text` is valid
  * RFC 2397 but fails there), and `atob` refuses a length of 4n+1.
@@ -32,16 +30,14 @@ const BASE64_DATA_URL = /^data:[^,]*;base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/
  */
 const partSchema = z.looseObject({ type: z.string().min(1) }).superRefine((part, context) => {
   if (part.type !== 'file' || typeof part.url !== 'string') return;
-  const protocol = URL.canParse(part.url) ? new URL(part.url).protocol : undefined;
-  if (
-    protocol === undefined ||
-    !FILE_URL_PROTOCOLS.has(protocol) ||
-    (protocol === 'data:' && !BASE64_DATA_URL.test(part.url))
-  ) {
+  // Only inline data: the AI SDK downloads http(s) file URLs, and a server that fetched any URL a
+  // client names could be made to read its own private network.
+  if (!BASE64_DATA_URL.test(part.url)) {
     context.addIssue({
       code: 'custom',
       path: ['url'],
-      message: 'expected a base64 data: URL (data:<media type>;base64,<data>), or an http: or https: URL',
+      message:
+        'expected a base64 data: URL (data:<media type>;base64,<data>); the server does not download files named by URL',
     });
   }
 });
