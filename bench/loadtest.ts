@@ -15,16 +15,14 @@
  * `GET /healthz`: the server's HTTP overhead without the model loop), `--cpu-prof <dir>`
  * (write a V8 CPU profile of the server there).
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import type { OrchestrationSnapshot } from '../src/server/api-types.js';
+import { type ServeProcess, startServeProcess, stopServeProcess } from '../test/helpers/serve-process.js';
 
-const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const AGENT = 'cognitive-reasoner';
 const QUESTION = 'How many electric vehicles will be on the road by 2030?';
 const EXPECTED_TOOLS = ['search', 'think', 'reflect'];
@@ -49,59 +47,21 @@ function positiveInteger(name: string, value: string): number {
   return n;
 }
 
-interface Server {
-  url: string;
-  child: ChildProcessWithoutNullStreams;
-}
+type Server = ServeProcess;
 
 /** Starts `baton serve` and resolves once it printed where it listens. */
 function startServer(store: string): Promise<Server> {
   const nodeFlags = flags['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', resolve(flags['cpu-prof'])] : [];
   // BATON_* from the shell (an API key, a model) would change what is measured.
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_')));
-  const child = spawn(
-    process.execPath,
-    [
-      ...nodeFlags,
-      '--import',
-      'tsx',
-      'src/cli/index.ts',
-      'serve',
-      'examples/agents',
-      '--model',
-      'offline',
-      '--store',
-      store,
-      '--port',
-      '0',
-      '--log-level',
-      'silent',
-    ],
-    { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] },
+  return startServeProcess(
+    ['examples/agents', '--model', 'offline', '--store', store, '--port', '0', '--log-level', 'silent'],
+    { env, nodeFlags },
   );
-  let output = '';
-  return new Promise((resolveStarted, reject) => {
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-      const url = /^Baton listening on (http:\/\/\S+)$/m.exec(output)?.[1];
-      if (url) resolveStarted({ url, child });
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-    });
-    child.once('exit', (code) => reject(new Error(`baton serve exited with code ${code}:\n${output}`)));
-  });
 }
 
 /** SIGINT, as Ctrl-C would: the server closes its store, and writes its CPU profile when asked. */
-async function stopServer(server: Server): Promise<void> {
-  if (server.child.exitCode !== null) return;
-  const exited = new Promise<void>((resolveExit) => server.child.once('exit', () => resolveExit()));
-  server.child.kill('SIGINT');
-  const force = setTimeout(() => server.child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(force);
-}
+const stopServer = (server: Server) => stopServeProcess(server, 'SIGINT', 10_000);
 
 /** What the response checks found. */
 interface Checks {

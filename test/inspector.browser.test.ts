@@ -18,6 +18,7 @@ import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
 import type { SessionResponse } from '../src/server/api-types.js';
 import { createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
+import { startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 import { servicesRequired } from './helpers/services.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -58,33 +59,6 @@ function run(args: readonly string[]): Promise<void> {
     child.on('close', (code) =>
       code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited with ${code}:\n${output}`)),
     );
-  });
-}
-
-/** Starts `baton serve` and resolves with its URL once it prints `Baton listening on <url>`. */
-function startServer(args: readonly string[]): Promise<{ child: ChildProcessWithoutNullStreams; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, FORCE_COLOR: '0' },
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`baton serve did not start within 30 s:\n${output}`)), 30_000);
-    const onData = (chunk: string) => {
-      output += chunk;
-      const match = /Baton listening on (http:\/\/\S+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, url: match[1]!.replace(/\/$/, '') });
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.stderr.setEncoding('utf8').on('data', onData);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`baton serve exited with ${code} before listening:\n${output}`));
-    });
   });
 }
 
@@ -130,7 +104,7 @@ describe.skipIf(!hasChromium && !servicesRequired())('inspector in Chromium', { 
       'warn',
     ]);
     // A small delay per streamed chunk, so the page renders each model step as a user sees it.
-    ({ child: server, url } = await startServer([
+    ({ child: server, url } = await startServeProcess([
       'examples/agents',
       '--model',
       'offline',
@@ -147,7 +121,7 @@ describe.skipIf(!hasChromium && !servicesRequired())('inspector in Chromium', { 
 
   afterAll(async () => {
     await browser?.close();
-    server?.kill();
+    if (server) await stopServeProcess({ child: server });
   });
 
   async function open(context: BrowserContext, base: string): Promise<{ page: Page; errors: string[] }> {

@@ -9,19 +9,16 @@
  *
  * Needs Redis at 127.0.0.1:6379: skipped without it, a failure with BATON_REQUIRE_SERVICES=1.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { UIMessageChunk } from 'ai';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HISTORY_LIMIT } from '../src/core/state.js';
 import type { ApiErrorBody, OrchestrationSnapshot, SessionResponse } from '../src/server/api-types.js';
 import { redisSessionKey } from '../src/stores/redis.js';
+import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 import { pingRedis, serviceAvailable } from './helpers/services.js';
 
-const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const REDIS_URL = 'redis://127.0.0.1:6379';
 /** Two cold `tsx` starts on a loaded two-core machine can take a while. */
 const START_TIMEOUT_MS = 90_000;
@@ -29,71 +26,19 @@ const AGENT = 'cognitive-reasoner';
 
 const redisSkip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
 
-/** One `baton serve` child process. */
-interface Server {
-  name: string;
-  url: string;
-  child: ChildProcessWithoutNullStreams;
-  output: () => string;
-}
+type Server = ServeProcess;
 
 /** Starts `baton serve` on a free port and resolves once it printed where it listens. */
 function startServer(name: string, storeUrl: string): Promise<Server> {
   // The parent's BATON_* settings (an API key, a model) must not change what the servers do.
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_')));
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/cli/index.ts',
-      'serve',
-      'examples/agents',
-      '--model',
-      'offline',
-      '--port',
-      '0',
-      '--store',
-      storeUrl,
-      '--log-level',
-      'silent',
-    ],
-    { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] },
+  return startServeProcess(
+    ['examples/agents', '--model', 'offline', '--port', '0', '--store', storeUrl, '--log-level', 'silent'],
+    { name, env, timeoutMs: START_TIMEOUT_MS - 5_000 },
   );
-  let output = '';
-  return new Promise<Server>((resolve, reject) => {
-    const giveUp = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`server ${name} did not start in time:\n${output}`));
-    }, START_TIMEOUT_MS - 5_000);
-    const onData = (chunk: string) => {
-      output += chunk;
-      const url = /^Baton listening on (http:\/\/\S+)$/m.exec(output)?.[1];
-      if (url) {
-        clearTimeout(giveUp);
-        resolve({ name, url, child, output: () => output });
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-    });
-    child.once('exit', (code) => {
-      clearTimeout(giveUp);
-      reject(new Error(`server ${name} exited with code ${code} before listening:\n${output}`));
-    });
-  });
 }
 
-/** Stops a server gracefully, or kills it when it does not stop within five seconds. */
-async function stopServer(server: Server): Promise<void> {
-  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
-  server.child.kill('SIGTERM');
-  const timer = setTimeout(() => server.child.kill('SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
-}
+const stopServer = (server: Server) => stopServeProcess(server);
 
 /** What one chat turn streamed. */
 interface Turn {
