@@ -24,8 +24,9 @@ import { cors } from 'hono/cors';
 import { HTTPException } from 'hono/http-exception';
 import { type Logger, pino } from 'pino';
 import { type Agent, type CreateAgentOptions, createAgent } from '../agents/create-agent.js';
+import { type Explanation, explainTools, handleMessage } from '../core/engine.js';
 import type { AgentTemplate } from '../core/schema.js';
-import type { OrchestrationState } from '../core/state.js';
+import { createState, type OrchestrationState } from '../core/state.js';
 import { templateGraph, toMermaid } from '../core/template-graph.js';
 import type { TemplateIssue } from '../core/template-issues.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
@@ -283,11 +284,11 @@ export function createApp(options: CreateAppOptions): BatonApp {
         writer.write(value as UIMessageChunk);
       }
       await result.finalOrchestrationState;
-      const finalSnapshot = await restingOf(turnManager!, served, sessionId);
-      if (stateless) {
-        const state = await turnManager!.getStateManager().getState(sessionId);
-        if (state) finalSnapshot.stateToken = signState(state, stateless);
-      }
+      // One read of the final state serves the snapshot and, when stateless, the token. The
+      // session exists (claimed above) unless it was deleted during the turn.
+      const state = (await turnManager!.getStateManager().getState(sessionId)) ?? createState(sessionId, Date.now());
+      const finalSnapshot = restingSnapshot(agentId, state, explainState(turnManager!, served, state), true);
+      if (stateless) finalSnapshot.stateToken = signState(state, stateless);
       writer.write(orchestrationPart(finalSnapshot));
       writer.write({
         type: 'finish',
@@ -366,26 +367,15 @@ export function createApp(options: CreateAppOptions): BatonApp {
 
   app.get('/api/sessions/:sessionId', async (c) => {
     const { served, state, sessionManager } = await sessionOf(c);
-    const explanation = await sessionManager.explain(
-      served.agent.template,
-      undefined,
-      state.sessionId,
-      toolNames(served),
-    );
+    const explanation = explainState(sessionManager, served, state);
     if (stateless) await sessionManager.close();
     return c.json(sessionResponse(served.agent.id, state, explanation));
   });
 
   app.post('/api/sessions/:sessionId/reset', async (c) => {
     const { served, state, sessionManager } = await sessionOf(c);
-    await sessionManager.resetState(state.sessionId);
-    const reset = (await sessionManager.getStateManager().getState(state.sessionId)) ?? state;
-    const explanation = await sessionManager.explain(
-      served.agent.template,
-      undefined,
-      reset.sessionId,
-      toolNames(served),
-    );
+    const reset = (await sessionManager.getStateManager().resetState(state.sessionId)) ?? state;
+    const explanation = explainState(sessionManager, served, reset);
     if (stateless) {
       await sessionManager.close();
       c.header(STATE_HEADER, signState(reset, stateless));
@@ -487,19 +477,13 @@ function toolNames(served: Served): string[] {
   return Object.keys(served.agent.tools);
 }
 
-async function restingOf(manager: OrchestrationManager, served: Served, sessionId: string) {
-  const state = await manager.getStateManager().getState(sessionId);
-  const explanation = await manager.explain(served.agent.template, undefined, sessionId, toolNames(served));
-  return restingSnapshot(served.agent.id, state ?? emptyAIState(sessionId), explanation, true);
-}
-
-function emptyAIState(sessionId: string) {
-  return {
-    sessionId,
-    recentlyUsedTools: [],
-    sequenceIndex: 0,
-    cumulativeTokenUsage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-  };
+/**
+ * Every tool allowed or why not, from a state already read: what `manager.explain` answers,
+ * including its step selection, without a second store read.
+ */
+function explainState(manager: OrchestrationManager, served: Served, state: OrchestrationState): Explanation {
+  const plan = manager.plan(served.agent.template);
+  return explainTools(plan, handleMessage(plan, state, undefined).state, toolNames(served));
 }
 
 /**
