@@ -12,7 +12,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OrchestrationState } from '../src/core/state.js';
@@ -20,7 +19,7 @@ import { postgresStore } from '../src/stores/postgres.js';
 import { redisStore } from '../src/stores/redis.js';
 import { sqliteStore } from '../src/stores/sqlite.js';
 import type { SessionStore } from '../src/stores/types.js';
-import { pingPostgres, pingRedis, serviceAvailable } from './helpers/services.js';
+import { deleteRedisKeys, pingPostgres, pingRedis, serviceAvailable } from './helpers/services.js';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const PROCESSES = 4;
@@ -160,15 +159,7 @@ const redisSkip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
 describe.skipIf(redisSkip)('across processes: Redis', () => {
   const prefix = `baton-cross:${randomUUID().slice(0, 8)}:`;
   afterAll(async () => {
-    const admin = new Redis(REDIS_URL);
-    try {
-      const keys: string[] = [];
-      for await (const batch of admin.scanStream({ match: `${prefix}*`, count: 500 }))
-        keys.push(...(batch as string[]));
-      if (keys.length > 0) await admin.del(...keys);
-    } finally {
-      admin.disconnect();
-    }
+    await deleteRedisKeys(REDIS_URL, prefix);
   });
   crossProcessTests(
     () => `${REDIS_URL}?prefix=${encodeURIComponent(prefix)}`,

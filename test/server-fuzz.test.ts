@@ -21,7 +21,7 @@ import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentTemplate } from '../src/core/schema.js';
-import type { OrchestrationState } from '../src/core/state.js';
+import { createState, type OrchestrationState } from '../src/core/state.js';
 import type { ApiErrorBody, OrchestrationSnapshot } from '../src/server/api-types.js';
 import { type BatonApp, createApp } from '../src/server/create-app.js';
 import { encodeStateToken } from '../src/stores/state-token.js';
@@ -676,17 +676,7 @@ function randomBody(g: Gen): string | Uint8Array<ArrayBuffer> | undefined {
 // State tokens for the stateless app
 
 function baseState(sessionId: string): OrchestrationState {
-  const now = Date.now();
-  return {
-    sessionId,
-    recentlyUsedTools: [],
-    sequenceIndex: 0,
-    cumulativeTokenUsage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-    createdAt: now,
-    lastAccessed: now,
-    ttl: 0,
-    version: 1,
-  };
+  return { ...createState(sessionId, Date.now(), 0), version: 1 };
 }
 
 /** A well-formed state with odd contents, signed with a key the server holds (or another one). */

@@ -17,7 +17,7 @@ import { DEFAULT_HISTORY_LIMIT } from '../src/core/state.js';
 import type { ApiErrorBody, OrchestrationSnapshot, SessionResponse } from '../src/server/api-types.js';
 import { redisSessionKey } from '../src/stores/redis.js';
 import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
-import { pingRedis, serviceAvailable } from './helpers/services.js';
+import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 /** Two cold `tsx` starts on a loaded two-core machine can take a while. */
@@ -144,15 +144,7 @@ describe.skipIf(redisSkip)('two server processes sharing one Redis store', () =>
 
   afterAll(async () => {
     await Promise.all([a, b].filter(Boolean).map((server) => stopServer(server)));
-    const admin = new Redis(REDIS_URL);
-    try {
-      const keys: string[] = [];
-      for await (const batch of admin.scanStream({ match: `${prefix}*`, count: 500 }))
-        keys.push(...(batch as string[]));
-      if (keys.length > 0) await admin.del(...keys);
-    } finally {
-      admin.disconnect();
-    }
+    await deleteRedisKeys(REDIS_URL, prefix);
   });
 
   it('loses no tool use of a session served alternately, then concurrently, by both', async () => {

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
+import { createState } from '../core/state.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { encodeStateToken } from '../stores/state-token.js';
 import type { SessionStore } from '../stores/types.js';
@@ -415,17 +416,7 @@ describe('stateless mode', () => {
       '.',
     );
     const now = Date.now();
-    const state = {
-      sessionId: 's1',
-      recentlyUsedTools: [],
-      sequenceIndex: 0,
-      cumulativeTokenUsage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-      createdAt: now,
-      lastAccessed: now,
-      ttl: 0,
-      version: 1,
-      agentId: 'cognitive-reasoner',
-    };
+    const state = { ...createState('s1', now, 0), version: 1, agentId: 'cognitive-reasoner' };
     const foreign = encodeStateToken(state, { keys: [KEY_B] });
     const expired = encodeStateToken(state, { keys: [KEY_A], ttl: 1, now: () => now - 1000 });
     for (const [bad, reason] of [

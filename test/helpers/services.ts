@@ -51,3 +51,16 @@ export async function pingPostgres(url: string): Promise<void> {
   await client.connect();
   await client.end();
 }
+
+/** Deletes every Redis key under `prefix` (test data of one run), scanning rather than KEYS. */
+export async function deleteRedisKeys(url: string, prefix: string): Promise<void> {
+  const { Redis } = await import('ioredis');
+  const admin = new Redis(url);
+  try {
+    const keys: string[] = [];
+    for await (const batch of admin.scanStream({ match: `${prefix}*`, count: 500 })) keys.push(...(batch as string[]));
+    if (keys.length > 0) await admin.del(...keys);
+  } finally {
+    admin.disconnect();
+  }
+}
