@@ -45,7 +45,7 @@ export function App() {
         <OrchestrationPanel
           agent={inspector.agent}
           snapshot={inspector.snapshot}
-          session={inspector.session}
+          tools={inspector.tools}
           timeline={inspector.timeline}
         />
       </main>

@@ -1,11 +1,12 @@
 /**
- * The conversation: transcript (kept scrolled to the newest part while it streams), example
+ * The conversation: transcript (following the newest message while it streams), example
  * prompts from the template's `chatSettings`, and the composer.
  */
-import { useEffect, useRef } from 'react';
+import { useRef } from 'react';
 import { Composer } from './composer.js';
 import { MessageView } from './message-view.js';
 import type { AgentDetailResponse, InspectorMessage } from './types.js';
+import { useFollowChat } from './use-follow-chat.js';
 
 function stringsAt(record: Record<string, unknown> | undefined, key: string): string[] {
   const value = record?.[key];
@@ -33,51 +34,46 @@ export function ChatPanel({
   onSend: (text: string) => void;
   onStop: () => void;
 }) {
+  const panel = useRef<HTMLElement>(null);
   const log = useRef<HTMLDivElement>(null);
+  const content = useRef<HTMLDivElement>(null);
   const { prompts, greeting } = chatSettings(agent);
-
-  // Follow the answer as it streams, unless the reader scrolled up to read something.
-  const lastPart = messages.at(-1)?.parts.length ?? 0;
-  // biome-ignore lint/correctness/useExhaustiveDependencies: scrolls whenever a message or part is added
-  useEffect(() => {
-    const element = log.current;
-    if (!element) return;
-    const nearBottom = element.scrollHeight - element.scrollTop - element.clientHeight < 160;
-    if (nearBottom) element.scrollTop = element.scrollHeight;
-  }, [messages.length, lastPart]);
+  useFollowChat(panel, log, content, messages.length, messages.at(-1)?.role);
 
   return (
-    <section className="panel chat-panel" aria-labelledby="chat-title">
+    <section className="panel chat-panel" aria-labelledby="chat-title" ref={panel}>
       <h2 id="chat-title" className="panel-title">
         Chat {agent && <span className="muted">with {agent.name}</span>}
       </h2>
       <div className="chat-log" ref={log} role="log" aria-live="polite" aria-busy={busy} data-testid="chat-log">
-        {messages.length === 0 && (
-          <div className="empty-chat">
-            {greeting.map((line) => (
-              <p key={line}>{line}</p>
-            ))}
-            {agent && greeting.length === 0 && <p>{agent.description}</p>}
-            {prompts.length > 0 && (
-              <>
-                <p className="field-label">Try one of these</p>
-                <ul className="prompts">
-                  {prompts.map((prompt) => (
-                    <li key={prompt}>
-                      <button type="button" className="prompt" disabled={busy} onClick={() => onSend(prompt)}>
-                        {prompt}
-                      </button>
-                    </li>
-                  ))}
-                </ul>
-              </>
-            )}
-          </div>
-        )}
-        {messages.map((message, index) => (
-          <MessageView key={message.id} message={message} live={busy && index === messages.length - 1} />
-        ))}
-        {busy && messages.at(-1)?.role === 'user' && <p className="muted thinking">Waiting for the agent…</p>}
+        <div className="chat-content" ref={content}>
+          {messages.length === 0 && (
+            <div className="empty-chat">
+              {greeting.map((line) => (
+                <p key={line}>{line}</p>
+              ))}
+              {agent && greeting.length === 0 && <p>{agent.description}</p>}
+              {prompts.length > 0 && (
+                <>
+                  <p className="field-label">Try one of these</p>
+                  <ul className="prompts">
+                    {prompts.map((prompt) => (
+                      <li key={prompt}>
+                        <button type="button" className="prompt" disabled={busy} onClick={() => onSend(prompt)}>
+                          {prompt}
+                        </button>
+                      </li>
+                    ))}
+                  </ul>
+                </>
+              )}
+            </div>
+          )}
+          {messages.map((message, index) => (
+            <MessageView key={message.id} message={message} live={busy && index === messages.length - 1} />
+          ))}
+          {busy && messages.at(-1)?.role === 'user' && <p className="muted thinking">Waiting for the agent…</p>}
+        </div>
       </div>
       <Composer busy={busy} disabled={!agent} onSend={onSend} onStop={onStop} />
     </section>

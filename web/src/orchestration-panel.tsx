@@ -3,13 +3,15 @@
  * recent tools, token usage and the last turn's model steps. Updated from the stream's
  * `data-orchestration` parts and from the session API.
  */
+
+import type { LiveTool } from './live-tools.js';
 import { RecentTools } from './recent-tools.js';
 import { SequenceStrip } from './sequence-strip.js';
 import { StepGraph } from './step-graph.js';
 import { TokenUsage } from './token-usage.js';
 import { ToolList } from './tool-list.js';
 import { TurnTimeline } from './turn-timeline.js';
-import type { AgentDetailResponse, OrchestrationSnapshot, SessionResponse, TimelineEntry } from './types.js';
+import type { AgentDetailResponse, OrchestrationSnapshot, TimelineEntry } from './types.js';
 
 const NO_USAGE = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
@@ -17,12 +19,12 @@ const NO_USAGE = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 export function OrchestrationPanel({
   agent,
   snapshot,
-  session,
+  tools,
   timeline,
 }: {
   agent: AgentDetailResponse | null;
   snapshot: OrchestrationSnapshot | null;
-  session: SessionResponse | null;
+  tools: LiveTool[] | null;
   timeline: TimelineEntry[];
 }) {
   const activeStep = snapshot?.activeStep ?? null;
@@ -48,16 +50,16 @@ export function OrchestrationPanel({
               <p className="muted">Loading the agent…</p>
             )}
           </section>
-
+        </div>
+        <div className="orchestration-column">
           <section className="subpanel" aria-labelledby="sequence-title">
             <h3 id="sequence-title">Sequence</h3>
             <SequenceStrip sequence={snapshot?.sequence ?? null} step={activeStep} />
           </section>
-        </div>
-        <div className="orchestration-column">
+
           <section className="subpanel" aria-labelledby="tools-title">
             <h3 id="tools-title">Tools</h3>
-            <ToolList tools={session?.tools ?? null} agentTools={agent?.tools ?? []} />
+            <ToolList tools={tools} agentTools={agent?.tools ?? []} />
           </section>
 
           <div className="subpanel-row">

@@ -37,12 +37,16 @@ export function SessionControls({
       <div className="session-id">
         <span className="field-label">Session</span>
         {sessionId ? (
-          <code data-testid="session-id" title={sessionId}>
+          <code className="session-value" data-testid="session-id" title={sessionId}>
             {sessionId}
           </code>
         ) : (
-          <span className="muted" data-testid="session-id-none">
-            new (issued with the first answer)
+          <span
+            className="session-value muted"
+            data-testid="session-id-none"
+            title="The server issues its id with the first answer"
+          >
+            not started yet
           </span>
         )}
       </div>

@@ -1,20 +1,23 @@
 /**
- * Every tool of the agent: allowed now, or blocked and why (from `GET /api/sessions/:id`).
+ * Every tool of the agent: allowed now, or blocked and why. "Now" is the snapshot the sequence
+ * strip shows, so while an answer streams both change together, before every model step.
  */
-import type { ToolStatus } from './types.js';
+import { type LiveTool, NOT_OFFERED } from './live-tools.js';
 
-/** The tool list; before the first answer there is no session, so it lists the agent's tools only. */
-export function ToolList({ tools, agentTools }: { tools: ToolStatus[] | null; agentTools: string[] }) {
+/** The tool list; before the first message nothing is decided yet, so it names the tools only. */
+export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agentTools: string[] }) {
   if (!tools) {
     return (
-      <ul className="tool-list" data-testid="tool-list">
-        {agentTools.map((tool) => (
-          <li key={tool} className="tool-status" data-testid="tool-status" data-tool={tool} data-allowed="unknown">
-            <span className="tool-name">{tool}</span>
-            <span className="badge badge-todo">no session yet</span>
-          </li>
-        ))}
-      </ul>
+      <>
+        <p className="muted tool-note">Your first message picks the step, and with it the allowed tools.</p>
+        <ul className="tool-list" data-testid="tool-list">
+          {agentTools.map((tool) => (
+            <li key={tool} className="tool-status" data-testid="tool-status" data-tool={tool} data-allowed="unknown">
+              <span className="tool-name">{tool}</span>
+            </li>
+          ))}
+        </ul>
+      </>
     );
   }
   return (
@@ -29,9 +32,9 @@ export function ToolList({ tools, agentTools }: { tools: ToolStatus[] | null; ag
         >
           <span className="tool-name">{tool}</span>
           <span className={`badge ${allowed ? 'badge-done' : 'badge-blocked'}`}>{allowed ? 'allowed' : 'blocked'}</span>
-          {reason && (
-            <span className="tool-reason" data-testid="tool-reason">
-              {reason.message} <code className="reason-code">{reason.code}</code>
+          {!allowed && (
+            <span className="tool-reason" data-testid="tool-reason" data-code={reason?.code ?? 'pending'}>
+              {reason?.message ?? NOT_OFFERED}
             </span>
           )}
         </li>

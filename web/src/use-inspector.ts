@@ -15,6 +15,7 @@ import {
   STATE_HEADER,
   toApiError,
 } from './api.js';
+import { type LiveTool, liveTools, stateKey } from './live-tools.js';
 import type {
   AgentDetailResponse,
   AgentSummary,
@@ -38,8 +39,10 @@ export interface Inspector {
   agent: AgentDetailResponse | null;
   selectAgent: (agentId: string) => void;
   sessionId: string | null;
-  session: SessionResponse | null;
+  /** The orchestration the page shows: the stream's latest part, or the session at rest. */
   snapshot: OrchestrationSnapshot | null;
+  /** Every tool as {@link snapshot} decided it, with reasons; null before the first message. */
+  tools: LiveTool[] | null;
   timeline: TimelineEntry[];
   messages: InspectorMessage[];
   status: 'submitted' | 'streaming' | 'ready' | 'error';
@@ -49,6 +52,7 @@ export interface Inspector {
   reset: () => Promise<void>;
   resume: (sessionId: string) => Promise<boolean>;
   remove: () => Promise<void>;
+  /** Problems of the last action; the next action clears them. */
   notices: Notice[];
   dismiss: (id: number) => void;
 }
@@ -77,6 +81,8 @@ export function useInspector(): Inspector {
     setNotices((current) => [...current.slice(-3), { id, error }]);
   }, []);
   const dismiss = useCallback((id: number) => setNotices((current) => current.filter((n) => n.id !== id)), []);
+  // Every action starts afresh: an error stays on screen only until the user does something else.
+  const clearNotices = useCallback(() => setNotices((current) => (current.length === 0 ? current : [])), []);
 
   const setSessionId = useCallback((id: string | null) => {
     sessionIdRef.current = id;
@@ -153,7 +159,9 @@ export function useInspector(): Inspector {
       if (data.sessionId && data.sessionId !== sessionIdRef.current) setSessionId(data.sessionId);
       setSnapshot(data);
       setTimeline((current) => [...current, { seq: current.length, snapshot: data }]);
-      sessionView.refreshSoon(data.sessionId);
+      // The reasons of the blocked tools, for this very state: asked for at once, while the
+      // model works on this step (a stream part carries no reasons).
+      if (!data.final) void sessionView.refresh(data.sessionId);
     },
     onFinish: endTurn,
     onError: (error) => {
@@ -166,11 +174,12 @@ export function useInspector(): Inspector {
     (text: string) => {
       const trimmed = text.trim();
       if (!trimmed || !agentId) return;
+      clearNotices();
       streamingRef.current = true;
       setTimeline([]);
       void chat.sendMessage({ text: trimmed });
     },
-    [agentId, chat.sendMessage],
+    [agentId, chat.sendMessage, clearNotices],
   );
 
   const forgetSession = useCallback(() => {
@@ -183,18 +192,25 @@ export function useInspector(): Inspector {
     setGeneration((n) => n + 1);
   }, [setSessionId, sessionView.clear]);
 
+  const newSession = useCallback(() => {
+    clearNotices();
+    forgetSession();
+  }, [clearNotices, forgetSession]);
+
   const selectAgent = useCallback(
     (id: string) => {
       if (id === agentId) return;
+      clearNotices();
       forgetSession();
       setAgentId(id);
     },
-    [agentId, forgetSession],
+    [agentId, clearNotices, forgetSession],
   );
 
   const reset = useCallback(async () => {
     const id = sessionIdRef.current;
     if (!id) return;
+    clearNotices();
     try {
       const { data: view, stateToken } = await resetSession(id, stateTokenRef.current);
       stateTokenRef.current = stateToken;
@@ -204,12 +220,13 @@ export function useInspector(): Inspector {
     } catch (error) {
       report(toApiError(error));
     }
-  }, [report, sessionView.setView]);
+  }, [clearNotices, report, sessionView.setView]);
 
   const resume = useCallback(
     async (id: string) => {
       const wanted = id.trim();
       if (!wanted) return false;
+      clearNotices();
       try {
         // A stateless server cannot look a session up by id alone: it needs the state token,
         // which this page only has for its own current session.
@@ -227,19 +244,30 @@ export function useInspector(): Inspector {
         return false;
       }
     },
-    [agentId, forgetSession, report, setSessionId, sessionView.setView],
+    [agentId, clearNotices, forgetSession, report, setSessionId, sessionView.setView],
   );
 
   const remove = useCallback(async () => {
     const id = sessionIdRef.current;
     if (!id) return;
+    clearNotices();
     try {
       await deleteSession(id, stateTokenRef.current);
       forgetSession();
     } catch (error) {
       report(toApiError(error));
     }
-  }, [forgetSession, report]);
+  }, [clearNotices, forgetSession, report]);
+
+  const stop = useCallback(() => {
+    clearNotices();
+    void chat.stop();
+  }, [clearNotices, chat.stop]);
+
+  const tools = useMemo(
+    () => liveTools(agent?.tools ?? [], snapshot, snapshot ? sessionView.explained.get(stateKey(snapshot)) : undefined),
+    [agent, snapshot, sessionView.explained],
+  );
 
   return {
     agents,
@@ -247,14 +275,14 @@ export function useInspector(): Inspector {
     agent,
     selectAgent,
     sessionId,
-    session: sessionView.view,
     snapshot,
+    tools,
     timeline,
     messages: chat.messages,
     status: chat.status,
     send,
-    stop: () => void chat.stop(),
-    newSession: forgetSession,
+    stop,
+    newSession,
     reset,
     resume,
     remove,
