@@ -24,7 +24,6 @@ export {
   activeStepOf,
   addTokenUsage,
   allowedTools,
-  authorizeToolCall,
   changeStep,
   chooseStep,
   denialOf,
@@ -36,7 +35,6 @@ export {
   recordToolUse,
   selectStep,
   type TokenUsageInput,
-  type ToolCallDecision,
   type ToolExplanation,
   type ToolUseInput,
 } from './core/engine.js';
@@ -65,6 +63,8 @@ export {
   DEFAULT_HISTORY_LIMIT,
   DEFAULT_SESSION_TTL_MS,
   type OrchestrationState,
+  type PendingCall,
+  TOOL_CALL_IDS_LIMIT,
   type TokenUsage,
   toAIState,
 } from './core/state.js';
@@ -84,6 +84,21 @@ export {
   TemplateIssueCode,
 } from './core/template-issues.js';
 export {
+  DEFAULT_LEASE_MS,
+  decideToolCall,
+  MAX_RUNNING_CALLS,
+  runningTools,
+  type StepDecision,
+  type ToolDecision,
+  type TransitionAllResult,
+  type TransitionContext,
+  type TransitionDecision,
+  type TransitionInput,
+  type TransitionResult,
+  transition,
+  transitionAll,
+} from './core/transition.js';
+export {
   type OrchestrationValidationResult,
   parseTemplate,
   type TemplateValidationResult,
@@ -93,6 +108,7 @@ export {
   validateTemplate,
 } from './core/validate-template.js';
 export {
+  type AppliedInputs,
   createOrchestrationManager,
   type EventListener,
   OrchestrationManager,
@@ -105,6 +121,7 @@ export {
   type StatePatch,
 } from './orchestration/state-manager.js';
 export { createStepSequencer, StepSequencer } from './orchestration/step-sequencer.js';
+export { Turn, type TurnOptions, type TurnStep } from './orchestration/turn.js';
 export { type MemoryStoreOptions, memoryStore } from './stores/memory.js';
 export { resolveStore, type StoreSpec } from './stores/resolve-store.js';
 export {

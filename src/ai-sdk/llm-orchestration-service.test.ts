@@ -227,8 +227,10 @@ describe('LLMOrchestrationService.streamWithOrchestration', () => {
       { text: FINAL_TEXT, inputTokens: 40, outputTokens: 4 },
     ]);
     const result = await service.streamWithOrchestration({ messages, tools, onCallbackError });
-    expect(result.orchestration).toBeUndefined();
+    // No steps: nothing to enforce, but tool use goes through the same transition.
+    expect(result.orchestration.lastStep()).toBeUndefined();
     expect(await streamedText(result.stream)).toBe(FINAL_TEXT);
+    expect(result.orchestration.lastStep()?.activeStep).toBeUndefined();
     expect(model.offeredTools()[0]?.sort()).toEqual(['reflect', 'search', 'think']);
     expect(executed.sort()).toEqual(['reflect', 'search', 'think']);
     const final = await result.finalOrchestrationState;

@@ -11,6 +11,9 @@ import type { CoreLLM } from './core-llm.js';
 import { type Orchestration, orchestrate, type StepInfo } from './orchestrate.js';
 
 type StreamTextOptions = Parameters<typeof streamText>[0];
+
+/** The plan of a turn without orchestration: no steps, every tool allowed. */
+const NO_ORCHESTRATION = Object.freeze({ steps: [] });
 type StreamTextResult = ReturnType<typeof streamText>;
 
 /** Options of {@link LLMOrchestrationService.streamWithOrchestration}. */
@@ -47,8 +50,8 @@ export type OrchestratedStreamResult = StreamTextResult & {
   orchestrationState: AIOrchestrationState | null;
   /** The state after the turn, once every write has finished. */
   finalOrchestrationState: Promise<AIOrchestrationState | null>;
-  /** The turn's orchestration (last step info, `settled()`), when a config was given. */
-  orchestration: Orchestration<ToolSet> | undefined;
+  /** The turn's orchestration (last step info, `settled()`). */
+  orchestration: Orchestration<ToolSet>;
 };
 
 /** Bridges a `CoreLLM` and an `OrchestrationManager` for one session (AgentDock's service). */
@@ -80,17 +83,17 @@ export class LLMOrchestrationService {
       }
     };
     const tools = (options.tools ?? {}) as TOOLS;
-    const orchestration = options.orchestration
-      ? orchestrate({
-          manager,
-          config: options.orchestration,
-          sessionId,
-          tools,
-          ...(options.conversation ? { messages: options.conversation } : {}),
-          ...(options.onStep ? { onStep: options.onStep } : {}),
-          onError: (error) => reportError(error, 'orchestration'),
-        })
-      : undefined;
+    // Without a config every tool is allowed, but tool use and token usage still go through
+    // the one transition (an empty plan), so call ids stay idempotent and records atomic.
+    const orchestration = orchestrate({
+      manager,
+      config: options.orchestration ?? NO_ORCHESTRATION,
+      sessionId,
+      tools,
+      ...(options.conversation ? { messages: options.conversation } : {}),
+      ...(options.onStep ? { onStep: options.onStep } : {}),
+      onError: (error) => reportError(error, 'orchestration'),
+    });
     const startState = await manager.getState(sessionId);
     let resolveFinal: (state: AIOrchestrationState | null) => void = () => undefined;
     const finalOrchestrationState = new Promise<AIOrchestrationState | null>((resolve) => {
@@ -98,22 +101,11 @@ export class LLMOrchestrationService {
     });
 
     const onStepEnd = async (step: StepResult<TOOLS>) => {
-      if (orchestration) await orchestration.onStepEnd(step);
-      else {
-        // Without a config nothing is enforced; still keep the seed's bookkeeping.
-        await guard('token usage', async () => {
-          await manager.addTokenUsage(sessionId, step.usage);
-        });
-        for (const result of step.toolResults) {
-          await guard('tool tracking', async () => {
-            await manager.getStateManager().addUsedTool(sessionId, result.toolName);
-          });
-        }
-      }
+      await orchestration.onStepEnd(step);
       if (options.onStepFinish) await guard('onStepFinish', () => options.onStepFinish!(step));
     };
     const onEnd = async (event: { text: string; steps: readonly StepResult<TOOLS>[] }) => {
-      if (orchestration) await orchestration.settled().catch(() => undefined);
+      await orchestration.settled().catch(() => undefined);
       if (options.onFinish) await guard('onFinish', () => options.onFinish!(event));
       resolveFinal(await manager.getState(sessionId).catch(() => null));
     };
@@ -127,8 +119,8 @@ export class LLMOrchestrationService {
       ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
       ...(options.abortSignal ? { abortSignal: options.abortSignal } : {}),
       stopWhen: isStepCount(options.maxSteps ?? 10),
-      tools: orchestration ? orchestration.tools : tools,
-      ...(orchestration ? { prepareStep: orchestration.prepareStep } : {}),
+      tools: orchestration.tools,
+      prepareStep: orchestration.prepareStep,
       onStepEnd,
       onEnd,
       onError: ({ error }: { error: unknown }) => {
@@ -138,14 +130,14 @@ export class LLMOrchestrationService {
       // An aborted turn calls neither onEnd nor onError: without this the final state would
       // never resolve. The writes of the tools that did run still count.
       onAbort: async () => {
-        if (orchestration) await orchestration.settled().catch(() => undefined);
+        await orchestration.settled().catch(() => undefined);
         resolveFinal(await manager.getState(sessionId).catch(() => null));
       },
     } as unknown as Omit<StreamTextOptions, 'model'>);
     return Object.assign(result, {
       orchestrationState: startState,
       finalOrchestrationState,
-      orchestration: orchestration as Orchestration<ToolSet> | undefined,
+      orchestration: orchestration as unknown as Orchestration<ToolSet>,
     });
   }
 }

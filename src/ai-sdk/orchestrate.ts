@@ -5,7 +5,14 @@
  * section 7 (a tool that is not allowed never runs, whatever the model does), and an
  * `onStepEnd` that adds each step's token usage to the session.
  */
-import type { Instructions, ModelMessage, PrepareStepFunction, StepResult, ToolSet } from 'ai';
+import {
+  type Instructions,
+  type ModelMessage,
+  NoSuchToolError,
+  type PrepareStepFunction,
+  type StepResult,
+  type ToolSet,
+} from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { StepView } from '../core/engine.js';
 import { BatonError } from '../core/errors.js';
@@ -14,6 +21,7 @@ import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState } from '../core/state.js';
 import { toAIState } from '../core/state.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { Turn } from '../orchestration/turn.js';
 
 /** What the orchestration looks like before one model step. */
 export interface StepInfo {
@@ -56,6 +64,11 @@ export interface Orchestration<TOOLS extends ToolSet> {
   readonly tools: TOOLS;
   readonly prepareStep: PrepareStepFunction<TOOLS>;
   readonly onStepEnd: (step: StepResult<TOOLS>) => Promise<void>;
+  /**
+   * Writes what the turn still holds (the last tool's completion, the last step's usage).
+   * Spread it as the AI SDK's `onEnd`, or call {@link settled} after the stream.
+   */
+  readonly onEnd: () => Promise<void>;
   /** The orchestration of the latest model step, once one has started. */
   lastStep(): StepInfo | undefined;
   /** Resolves when every state write of the turn has finished; rejects with the first failure. */
@@ -90,20 +103,26 @@ export class ToolRejectedError extends BatonError {
 
 /** Orchestrates one turn of an AI SDK tool loop (see the module comment). */
 export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<TOOLS>): Orchestration<TOOLS> {
-  const { manager, config, sessionId } = options;
+  const { manager, sessionId } = options;
   const toolNames = Object.keys(options.tools);
+  const turn = new Turn({
+    manager,
+    config: options.config,
+    sessionId,
+    agentTools: toolNames,
+    messages: options.messages as readonly ChatMessage[] | undefined,
+  });
   const report = options.onError ?? ((error: unknown) => console.error('[baton] orchestration failure:', error));
   const failures: unknown[] = [];
   const fail = (error: unknown) => {
     failures.push(error);
     report(error);
   };
-  let messages = options.messages as readonly ChatMessage[] | undefined;
-  let offered: ReadonlySet<string> = new Set();
+  let offered: readonly string[] = [];
   let last: StepInfo | undefined;
   // Tool calls of one step run one after another, in the order the model emitted them, so
-  // each is checked against the state the previous one left: deterministic, whatever the
-  // SDK's tool concurrency.
+  // each is decided on the state the previous one left: deterministic, whatever the SDK's
+  // tool concurrency.
   let queue: Promise<unknown> = Promise.resolve();
   const pending = new Set<Promise<unknown>>();
   const track = <T>(promise: Promise<T>): Promise<T> => {
@@ -119,6 +138,11 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
     queue = run.catch(() => undefined);
     return track(run);
   };
+  const flush = () =>
+    track(turn.flush()).then(
+      () => undefined,
+      (error: unknown) => fail(error),
+    );
 
   const guarded = {} as Record<string, unknown>;
   for (const [name, original] of Object.entries(options.tools)) {
@@ -131,28 +155,18 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
       ...original,
       execute: (input: unknown, execution: { toolCallId: string }) =>
         serial(async () => {
-          if (!offered.has(name)) {
-            const allowed = [...offered];
-            const reason: ToolDenial = {
-              code: 'not-offered',
-              offered: allowed,
-              message: `"${name}" was not offered for this model step`,
-            };
-            manager.emit({
-              type: 'tool-rejected',
-              sessionId,
-              tool: name,
-              step: last?.activeStep,
-              allowedTools: allowed,
-              reason,
-            });
-            throw new ToolRejectedError(name, reason, allowed);
-          }
-          const decision = await manager.authorizeToolCall(config, messages, sessionId, name, toolNames);
+          // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
+          const decision = await turn.request(name, execution.toolCallId, offered);
           if (!decision.allowed) throw new ToolRejectedError(name, decision.reason, decision.allowedTools);
-          // A tool that throws is not recorded: the error propagates to the model as a tool error.
-          const output = await execute.call(original, input as never, execution as never);
-          await manager.recordToolUse(config, messages, sessionId, name, { toolCallId: execution.toolCallId });
+          let output: unknown;
+          try {
+            output = await execute.call(original, input as never, execution as never);
+          } catch (error) {
+            // A tool that throws is not recorded: its reservation is released.
+            turn.failed(execution.toolCallId);
+            throw error;
+          }
+          turn.completed(execution.toolCallId);
           return output;
         }),
     };
@@ -164,16 +178,17 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
     initialMessages: ModelMessage[];
   }) => {
     await Promise.allSettled([...pending]);
-    messages ??= step.initialMessages as readonly ChatMessage[];
-    const view = await manager.getStepView(config, messages, sessionId, toolNames);
-    offered = new Set(view.allowedTools);
+    turn.useMessages(step.initialMessages as readonly ChatMessage[]);
+    const { decision, state } = await turn.stepStarted();
+    const activeStep = turn.plan.step(decision.activeStep);
+    offered = decision.allowedTools;
     last = {
       stepNumber: step.stepNumber,
-      activeStep: view.activeStep?.name,
-      stepDescription: view.activeStep?.description,
-      sequence: view.sequence,
-      allowedTools: view.allowedTools,
-      state: toAIState(view.state),
+      activeStep: decision.activeStep,
+      stepDescription: activeStep?.description,
+      sequence: decision.sequence,
+      allowedTools: decision.allowedTools,
+      state: toAIState(state),
     };
     if (options.onStep) {
       try {
@@ -182,70 +197,68 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
         fail(error);
       }
     }
-    const instructions = withOrchestration(step.initialInstructions, last, view);
-    return view.allowedTools.length === 0
+    // With no steps there is nothing to tell the model: leave the caller's instructions alone.
+    const instructions =
+      turn.plan.steps.length === 0
+        ? step.initialInstructions
+        : withOrchestration(step.initialInstructions, last, activeStep?.instructions);
+    return decision.allowedTools.length === 0
       ? { activeTools: [], toolChoice: 'none' as const, instructions }
-      : { activeTools: [...view.allowedTools], instructions };
+      : { activeTools: [...decision.allowedTools], instructions };
   }) as unknown as PrepareStepFunction<TOOLS>;
 
   const onStepEnd = async (step: StepResult<TOOLS>) => {
     // Calls the SDK refused before execute (not active, unknown, bad input) never reached our
     // guard; report them as rejections all the same.
     for (const call of step.toolCalls) {
-      const invalid = call as { invalid?: boolean; error?: unknown; toolName: string };
-      if (invalid.invalid && (invalid.error as { name?: string } | undefined)?.name === 'AI_NoSuchToolError') {
+      const invalid = call as { invalid?: boolean; error?: unknown; toolName: string; toolCallId: string };
+      if (invalid.invalid && NoSuchToolError.isInstance(invalid.error)) {
         const known = toolNames.includes(invalid.toolName);
         const reason: ToolDenial = known
-          ? {
-              code: 'not-offered',
-              offered: [...offered],
-              message: `"${invalid.toolName}" was not offered for this model step`,
-            }
+          ? { code: 'not-offered', offered, message: `"${invalid.toolName}" was not offered for this model step` }
           : { code: 'no-such-tool', message: `"${invalid.toolName}" is not one of the agent's tools` };
         manager.emit({
           type: 'tool-rejected',
           sessionId,
           tool: invalid.toolName,
+          toolCallId: invalid.toolCallId,
           step: last?.activeStep,
-          allowedTools: [...offered],
+          allowedTools: offered,
           reason,
         });
       }
     }
-    const usage = step.usage;
-    if (usage && (usage.inputTokens || usage.outputTokens || usage.totalTokens)) {
-      try {
-        await track(
-          manager.addTokenUsage(sessionId, {
-            inputTokens: usage.inputTokens ?? 0,
-            outputTokens: usage.outputTokens ?? 0,
-            totalTokens: usage.totalTokens ?? (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0),
-          }),
-        );
-      } catch (error) {
-        fail(error); // the SDK swallows errors thrown by onStepEnd: report it ourselves
-      }
-    }
+    await Promise.allSettled([...pending]);
+    if (step.usage) turn.usage(step.usage);
+    // A step without tool calls ends the turn: write what waits. Otherwise it rides on the
+    // next step's first tool request (or on onEnd / settled()).
+    if (step.toolCalls.length === 0) await flush();
   };
 
   return {
     tools: guarded as TOOLS,
     prepareStep,
     onStepEnd,
+    onEnd: flush,
     lastStep: () => last,
     async settled() {
       await Promise.allSettled([...pending]);
+      if (turn.dirty) await flush();
       if (failures.length > 0) throw failures[0];
     },
   };
 }
 
 /** The caller's instructions plus what the model needs to know about the active step. */
-function withOrchestration(base: Instructions | undefined, info: StepInfo, view: StepView): Instructions {
+function withOrchestration(
+  base: Instructions | undefined,
+  info: StepInfo,
+  stepInstructions: string | undefined,
+): Instructions {
   const lines: string[] = ['## Orchestration'];
   if (info.activeStep !== undefined) {
     lines.push(`Active step: ${info.activeStep}${info.stepDescription ? ` (${info.stepDescription})` : ''}`);
-    if (view.activeStep?.instructions) lines.push(view.activeStep.instructions);
+    if (stepInstructions) lines.push(stepInstructions);
   }
   const seq = info.sequence;
   if (seq !== undefined) {

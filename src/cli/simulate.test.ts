@@ -161,7 +161,11 @@ describe('simulate', () => {
     expect(result.rejected).toBe(1);
     expect(result.steps[1]!.rejected?.message).toBe('step "ResearchMode" expects search next (position 1 of 3)');
     expect(result.steps[0]!.events).toEqual([{ type: 'step-changed', from: undefined, to: 'ResearchMode' }]);
-    expect(result.steps[4]!.events.map((e) => e.type)).toEqual(['sequence-advanced', 'sequence-completed']);
+    expect(result.steps[4]!.events.map((e) => e.type)).toEqual([
+      'tool-reserved',
+      'sequence-advanced',
+      'sequence-completed',
+    ]);
   });
 
   it('does not record a rejected tool: a condition on it stays false', async () => {

@@ -224,8 +224,13 @@ export async function simulate(template: AgentTemplate, events: readonly Simulat
         messages.push({ id: `event-${event.line}`, role: 'user', content: event.text });
       } else {
         // As the model loop does: a call that is not allowed now is refused and never recorded.
-        const decision = await manager.authorizeToolCall(template, messages, sessionId, event.tool, agentTools);
-        if (decision.allowed) await manager.recordToolUse(template, messages, sessionId, event.tool);
+        const toolCallId = `event-${event.line}`;
+        const decision = await manager.requestTool(template, messages, sessionId, {
+          tool: event.tool,
+          toolCallId,
+          agentTools,
+        });
+        if (decision.allowed) await manager.completeTool(template, messages, sessionId, toolCallId);
         else {
           denial = decision.reason;
           rejected++;

@@ -3,7 +3,6 @@ import { compileOrchestration } from './compile.js';
 import {
   addTokenUsage,
   allowedTools,
-  authorizeToolCall,
   explainTools,
   handleMessage,
   normalizeUsage,
@@ -14,6 +13,7 @@ import type { OrchestrationEvent } from './events.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
 import { createState, type OrchestrationState } from './state.js';
+import { transition } from './transition.js';
 
 const msg = (text: string, id?: string) => latestUserMessage([{ role: 'user', content: text, ...(id ? { id } : {}) }]);
 const fresh = (patch: Partial<OrchestrationState> = {}): OrchestrationState => ({ ...createState('s', 0), ...patch });
@@ -186,13 +186,15 @@ describe('recording a tool use (SPEC section 5)', () => {
   });
 
   it('records a tool call id once: a replayed call changes nothing', () => {
-    const first = recordToolUse(plan, fresh({ activeStep: 'Eval' }), { tool: 'critique', toolCallId: 'c1' });
+    const used = (state: OrchestrationState, tool: string, toolCallId: string) =>
+      transition(plan, state, { type: 'tool-used', tool, toolCallId }, { now: 0 });
+    const first = used(fresh({ activeStep: 'Eval' }), 'critique', 'c1');
     expect(first.state.sequenceIndex).toBe(1);
-    const replay = recordToolUse(plan, first.state, { tool: 'critique', toolCallId: 'c1' });
+    const replay = used(first.state, 'critique', 'c1');
     expect(replay.state).toBe(first.state);
     expect(replay.events).toEqual([]);
-    const other = recordToolUse(plan, first.state, { tool: 'debate', toolCallId: 'c2' });
-    expect(other.state).toMatchObject({ sequenceIndex: 2, recordedToolCallIds: ['c1', 'c2'] });
+    const other = used(first.state, 'debate', 'c2');
+    expect(other.state).toMatchObject({ sequenceIndex: 2, toolCallIds: ['c1', 'c2'] });
   });
 
   it('runs step selection again after recording, so a completed sequence_match switches step in the same turn', () => {
@@ -301,15 +303,15 @@ describe('explain and authorize', () => {
   });
 
   it('rejects a call with the reason, the allowed tools and a tool-rejected event', () => {
-    expect(authorizeToolCall(plan, state, 'search', tools)).toEqual({ allowed: true });
-    const denied = authorizeToolCall(plan, state, 'reflect', tools);
-    expect(denied).toMatchObject({ allowed: false, allowedTools: ['search'], reason: { code: 'sequence' } });
-    if (!denied.allowed)
-      expect(denied.event).toMatchObject({ type: 'tool-rejected', tool: 'reflect', step: 'Research' });
-    expect(authorizeToolCall(plan, state, 'ghost', tools)).toMatchObject({
-      allowed: false,
-      reason: { code: 'no-such-tool' },
-    });
+    const request = (tool: string, toolCallId: string) =>
+      transition(plan, state, { type: 'tool-requested', tool, toolCallId, agentTools: tools }, { now: 0 });
+    expect(request('search', 'a').decision).toMatchObject({ allowed: true });
+    const denied = request('reflect', 'b');
+    expect(denied.decision).toMatchObject({ allowed: false, allowedTools: ['search'], reason: { code: 'sequence' } });
+    expect(denied.events).toEqual([
+      expect.objectContaining({ type: 'tool-rejected', tool: 'reflect', step: 'Research', toolCallId: 'b' }),
+    ]);
+    expect(request('ghost', 'c').decision).toMatchObject({ allowed: false, reason: { code: 'no-such-tool' } });
   });
 });
 

@@ -6,7 +6,7 @@
 import { type CompiledStep, type OrchestrationPlan, positionTools } from './compile.js';
 import type { ConditionContext, MessageInfo } from './conditions.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
-import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, RECORDED_CALL_IDS_LIMIT, type TokenUsage } from './state.js';
+import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, type TokenUsage } from './state.js';
 
 /** A new state and what happened on the way. `state` is the input object when nothing changed. */
 export interface EngineResult {
@@ -104,28 +104,24 @@ export interface ToolUseInput {
   /** Bound of `recentlyUsedTools` (the plan's `historyLimit` wins when it sets one). */
   readonly historyLimit?: number | undefined;
   /**
-   * Id of the tool call (the AI SDK's `toolCallId`). A call whose id was already recorded
-   * changes nothing, so a retried or replayed event cannot advance a sequence twice.
+   * The call was authorized and reserved before it ran. If a newer user message moved the
+   * session meanwhile and the tool no longer fills the current position, it only joins the
+   * history: it was allowed when it was reserved, so it is no violation.
    */
-  readonly toolCallId?: string | undefined;
+  readonly reserved?: boolean | undefined;
 }
 
 /**
- * Records a completed tool use (SPEC section 5): appends it to the history (trimmed from
+ * Commits a completed tool use (SPEC section 5): appends it to the history (trimmed from
  * the front), advances the active sequence when the tool fills its current position (or
  * reports a violation and applies `out_of_sequence`), then runs step selection again so a
- * completed sequence switches step within the same turn.
+ * completed sequence switches step within the same turn. Shells reach it through
+ * `transition`, which decides when a call commits.
  */
 export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState, input: ToolUseInput): EngineResult {
-  const callId = input.toolCallId;
-  if (callId !== undefined && state.recordedToolCallIds?.includes(callId)) return { state, events: NO_EVENTS };
   const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
   const recentlyUsedTools = appendBounded(state.recentlyUsedTools, input.tool, limit);
   let next: OrchestrationState = { ...state, recentlyUsedTools };
-  if (callId !== undefined) {
-    const ids = state.recordedToolCallIds ?? [];
-    next.recordedToolCallIds = [...(ids.length >= RECORDED_CALL_IDS_LIMIT ? ids.slice(1) : ids), callId];
-  }
   const events: OrchestrationEvent[] = [];
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;
@@ -144,7 +140,7 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
       });
       if (index + 1 === length)
         events.push({ type: 'sequence-completed', sessionId: state.sessionId, step: step.name });
-    } else {
+    } else if (!input.reserved) {
       events.push({
         type: 'sequence-violation',
         sessionId: state.sessionId,
@@ -260,41 +256,6 @@ export function denialOf(
     };
   }
   return undefined;
-}
-
-/** Decision on one tool call (SPEC section 7). */
-export type ToolCallDecision =
-  | { readonly allowed: true }
-  | {
-      readonly allowed: false;
-      readonly reason: ToolDenial;
-      readonly allowedTools: readonly string[];
-      readonly event: OrchestrationEvent;
-    };
-
-/** Decides whether a call of `tool` may run now; a denial carries the `tool-rejected` event. */
-export function authorizeToolCall(
-  plan: OrchestrationPlan,
-  state: OrchestrationState,
-  tool: string,
-  agentTools: readonly string[],
-): ToolCallDecision {
-  const reason = denialOf(plan, state, tool, agentTools);
-  if (reason === undefined) return { allowed: true };
-  const tools = allowedTools(plan, state, agentTools).tools;
-  return {
-    allowed: false,
-    reason,
-    allowedTools: tools,
-    event: {
-      type: 'tool-rejected',
-      sessionId: state.sessionId,
-      tool,
-      step: state.activeStep,
-      allowedTools: tools,
-      reason,
-    },
-  };
 }
 
 /** One tool in an {@link Explanation}. */

@@ -8,7 +8,14 @@ export type ToolDenial =
   | { code: 'not-allowed'; message: string; allowed: readonly string[] }
   | { code: 'sequence'; message: string; expected: readonly string[]; index: number; blocked: boolean }
   | { code: 'no-such-tool'; message: string }
-  | { code: 'not-offered'; message: string; offered: readonly string[] };
+  | { code: 'not-offered'; message: string; offered: readonly string[] }
+  /** The toolCallId was already used: a call id authorizes at most one execution. */
+  | { code: 'duplicate-call'; message: string; toolCallId: string }
+  /**
+   * Whether the call may run depends on calls still running in this session (another turn's),
+   * or too many are running: it is refused rather than risk running out of order.
+   */
+  | { code: 'pending'; message: string; running: readonly string[] };
 
 /** Events emitted by the engine. */
 export type OrchestrationEvent =
@@ -38,6 +45,22 @@ export type OrchestrationEvent =
       step: string | undefined;
       allowedTools: readonly string[];
       reason: ToolDenial;
+      /** The refused call's id, when it had one. */
+      toolCallId?: string;
+    }
+  /** A call was authorized and reserved; it runs next. */
+  | { type: 'tool-reserved'; sessionId: string; tool: string; toolCallId: string; step: string | undefined }
+  /**
+   * A reservation ended without a record: the tool threw (`failed`), its lease ran out
+   * (`expired`: its process died or it ran too long), or it completed after its lease ended
+   * (`late`), when its place may already have gone to another call.
+   */
+  | {
+      type: 'tool-released';
+      sessionId: string;
+      tool: string | undefined;
+      toolCallId: string;
+      reason: 'failed' | 'expired' | 'late';
     };
 
 /** The `type` of every {@link OrchestrationEvent}. */

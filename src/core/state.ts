@@ -34,10 +34,16 @@ export interface OrchestrationState {
    */
   lastMessageKey?: string;
   /**
-   * Ids of the latest recorded tool calls (at most {@link RECORDED_CALL_IDS_LIMIT}), so a
-   * retried or replayed tool call is recorded once and cannot advance a sequence twice.
+   * Ids of the latest tool calls this session has seen (requested, allowed or not, or
+   * recorded; at most {@link TOOL_CALL_IDS_LIMIT}), oldest first. A toolCallId is an
+   * idempotency key: a call whose id is here (or pending) is refused, never run again.
    */
-  recordedToolCallIds?: string[];
+  toolCallIds?: string[];
+  /**
+   * Reserved tool calls that have not finished, in reservation order (SPEC section 7). A
+   * concurrent turn, `explain` and the inspector all see them. See {@link PendingCall}.
+   */
+  pending?: PendingCall[];
   /**
    * The agent this session belongs to, when a server created it: a session is served by one
    * agent only. Library users may leave it unset.
@@ -45,8 +51,26 @@ export interface OrchestrationState {
   agentId?: string;
 }
 
-/** How many recent tool call ids a state remembers for de-duplication. */
-export const RECORDED_CALL_IDS_LIMIT = 100;
+/**
+ * A tool call that was authorized and reserved before it runs. It holds its place in the
+ * session (its sequence position, its entry in recency windows) until it is committed
+ * (the tool completed), released (it threw) or its lease ends (its process died).
+ */
+export interface PendingCall {
+  /** The tool call's id (the AI SDK's `toolCallId`). */
+  id: string;
+  tool: string;
+  /** End of the lease, in milliseconds since the epoch. */
+  expiresAt: number;
+  /**
+   * True once the tool completed while an earlier reservation is still running: calls are
+   * committed in reservation order, so the history equals a serial run of the reservations.
+   */
+  done?: boolean;
+}
+
+/** How many recent tool call ids a state remembers to refuse repeats. */
+export const TOOL_CALL_IDS_LIMIT = 256;
 
 /** The AI-facing subset of the state (AgentDock's `AIOrchestrationState`). */
 export interface AIOrchestrationState {
@@ -78,7 +102,8 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     ttl,
     version: 0,
     lastMessageKey: undefined,
-    recordedToolCallIds: undefined,
+    toolCallIds: undefined,
+    pending: undefined,
     agentId: undefined,
   };
 }
@@ -161,12 +186,26 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
   if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string') fail('lastMessageKey', 'a string');
   if (s.agentId !== undefined && typeof s.agentId !== 'string') fail('agentId', 'a string');
   if (
-    s.recordedToolCallIds !== undefined &&
-    !(Array.isArray(s.recordedToolCallIds) && s.recordedToolCallIds.every((t) => typeof t === 'string'))
+    s.toolCallIds !== undefined &&
+    !(Array.isArray(s.toolCallIds) && s.toolCallIds.every((t) => typeof t === 'string'))
   ) {
-    fail('recordedToolCallIds', 'an array of strings');
+    fail('toolCallIds', 'an array of strings');
+  }
+  if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingCall))) {
+    fail('pending', 'an array of {id, tool, expiresAt, done?} reservations');
   }
   return value as OrchestrationState;
+}
+
+function isPendingCall(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const p = value as Record<string, unknown>;
+  return (
+    typeof p.id === 'string' &&
+    typeof p.tool === 'string' &&
+    isCount(p.expiresAt) &&
+    (p.done === undefined || typeof p.done === 'boolean')
+  );
 }
 
 function isCount(value: unknown): value is number {

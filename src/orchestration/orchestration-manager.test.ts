@@ -151,7 +151,11 @@ describe('OrchestrationManager', () => {
     const events: OrchestrationEvent[] = [];
     const manager = createOrchestrationManager({ onEvent: (e) => events.push(e) });
     for (const tool of ['critique', 'debate', 'reflect']) await manager.processToolUsage(config, [], 'x', tool);
-    const decision = await manager.authorizeToolCall(config, [], 'x', 'search', tools);
+    const decision = await manager.requestTool(config, [], 'x', {
+      tool: 'search',
+      toolCallId: 'c1',
+      agentTools: tools,
+    });
     expect(decision.allowed).toBe(false);
     expect(events.at(-1)).toMatchObject({ type: 'tool-rejected', tool: 'search', allowedTools: ['critique'] });
   });
@@ -231,13 +235,36 @@ describe('StepSequencer and OrchestrationStateManager (seed API)', () => {
     expect(await sequencer.processTool(step, 'q', 'debate')).toBe(false);
     expect(await sequencer.processTool(step, 'q', 'critique')).toBe(true);
     expect(await sequencer.getCurrentSequenceTool(step, 'q')).toBe('debate');
-    expect(await sequencer.advanceSequence(step, 'q')).toBe(2);
-    expect(await sequencer.advanceSequence(step, 'q')).toBe(3);
-    expect(await sequencer.advanceSequence(step, 'q')).toBe(3);
+    expect(await sequencer.advanceSequence(step, 'q')).toBe(true);
+    expect(await sequencer.advanceSequence(step, 'q')).toBe(true);
+    // Complete: it never moves past the end, and says so.
+    expect(await sequencer.advanceSequence(step, 'q')).toBe(false);
+    expect((await states.getState('q'))?.sequenceIndex).toBe(3);
     expect(await sequencer.hasActiveSequence(step, 'q')).toBe(false);
     expect(await sequencer.getCurrentSequenceTool(step, 'q')).toBeNull();
     expect(await sequencer.filterToolsBySequence(step, 'q', tools)).toEqual(tools);
     expect((await states.getState('q'))?.recentlyUsedTools).toEqual(['debate', 'critique']);
+  });
+
+  it('resolves false or null on a missing session without creating it, as AgentDock does', async () => {
+    const states = createOrchestrationStateManager();
+    const sequencer = createStepSequencer(states);
+    expect(await sequencer.advanceSequence(step, 'missing')).toBe(false);
+    expect(await sequencer.advanceSequence({ name: 'NoSequence' }, 'missing')).toBe(false);
+    expect(await states.addUsedTool('missing', 'think')).toBeNull();
+    expect(await states.advanceSequence('missing')).toBeNull();
+    expect(await states.getState('missing')).toBeNull();
+  });
+
+  it('processTool reports a violation and applies out_of_sequence through the transition', async () => {
+    const states = createOrchestrationStateManager();
+    const sequencer = createStepSequencer(states);
+    const strict = { name: 'Strict', sequence: ['a', 'b', 'c'], resetSequenceOn: ['out_of_sequence'] };
+    expect(await sequencer.processTool(strict, 'v', 'a')).toBe(true);
+    expect(await sequencer.processTool(strict, 'v', 'c')).toBe(false);
+    // The out-of-order tool restarted the sequence, as the manager's own recording does.
+    expect((await states.getState('v'))?.sequenceIndex).toBe(0);
+    expect((await states.getState('v'))?.recentlyUsedTools).toEqual(['a', 'c']);
   });
 
   it('returns alternatives of a group position and filters to those the agent has', async () => {

@@ -8,19 +8,14 @@ import {
   type OrchestrationPlan,
   type OrchestrationSource,
 } from '../core/compile.js';
-import type { ConditionRegistry } from '../core/conditions.js';
+import type { ConditionRegistry, MessageInfo } from '../core/conditions.js';
 import {
   activeStepOf,
-  allowedTools,
-  authorizeToolCall,
   type Explanation,
   explainTools,
   handleMessage,
-  recordToolUse,
   type StepView,
   type TokenUsageInput,
-  type ToolCallDecision,
-  viewStep,
 } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
@@ -33,6 +28,14 @@ import {
   type OrchestrationState,
   type TokenUsage,
 } from '../core/state.js';
+import {
+  type StepDecision,
+  type ToolDecision,
+  type TransitionContext,
+  type TransitionDecision,
+  type TransitionInput,
+  transitionAll,
+} from '../core/transition.js';
 import {
   assertToolName,
   OrchestrationStateManager,
@@ -53,6 +56,20 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
   conditions?: ConditionRegistry;
   /** Use an existing state manager instead of creating one (its store and limits win). */
   stateManager?: OrchestrationStateManager;
+  /**
+   * How long a reserved tool call may run before its reservation is released (default
+   * 120,000 ms), so a process that died mid-call cannot block a session for longer.
+   */
+  leaseMs?: number;
+}
+
+/** What {@link OrchestrationManager.apply} resolves to. */
+export interface AppliedInputs {
+  /** The state now stored. */
+  readonly state: OrchestrationState;
+  readonly events: readonly OrchestrationEvent[];
+  /** One slot per input: the decision of `step-started` and `tool-requested` inputs. */
+  readonly decisions: readonly (TransitionDecision | undefined)[];
 }
 
 /** Decides which step is active and which tools are allowed, per session (AgentDock's `OrchestrationManager`). */
@@ -61,9 +78,15 @@ export class OrchestrationManager {
   readonly #listeners = new Set<EventListener>();
   readonly #onError: (error: unknown, event: OrchestrationEvent) => void;
   readonly #compileOptions: CompileOptions;
+  /** Lease of a reserved tool call, in milliseconds. */
+  readonly leaseMs: number | undefined;
 
   constructor(options: OrchestrationManagerOptions = {}) {
     this.#states = options.stateManager ?? new OrchestrationStateManager(options);
+    if (options.leaseMs !== undefined && !(Number.isSafeInteger(options.leaseMs) && options.leaseMs > 0)) {
+      throw new InvalidArgumentError('leaseMs', `expected a positive integer, got ${String(options.leaseMs)}`);
+    }
+    this.leaseMs = options.leaseMs;
     if (options.onEvent) this.#listeners.add(options.onEvent);
     this.#onError =
       options.onError ??
@@ -88,39 +111,59 @@ export class OrchestrationManager {
     return () => this.#listeners.delete(listener);
   }
 
-  /** The active step after handling the latest user message of `messages` (SPEC section 3). */
-  getActiveStep(
-    config: OrchestrationSource,
-    messages: readonly ChatMessage[] | undefined,
+  /**
+   * Applies `inputs` to the session (created if missing) as one atomic store update, through
+   * the one transition (`src/core/transition.ts`), and dispatches the events. An update
+   * that changes nothing writes nothing. Every other method is built on this.
+   */
+  apply(
+    config: OrchestrationSource | OrchestrationPlan,
+    message: MessageInfo | undefined,
     sessionId: string,
-  ): Promise<OrchestrationStep | undefined> {
+    inputs: readonly TransitionInput[],
+  ): Promise<AppliedInputs> {
     try {
-      const plan = this.plan(config);
-      return this.#observe(plan, messages, sessionId, (state) => activeStepOf(plan, state)?.source);
+      const plan = isPlan(config) ? config : this.plan(config);
+      let events: readonly OrchestrationEvent[] = NO_EVENTS;
+      let decisions: readonly (TransitionDecision | undefined)[] = [];
+      const apply = (current: OrchestrationState) => {
+        const result = transitionAll(plan, current, inputs, this.transitionContext(message));
+        events = result.events;
+        decisions = result.decisions;
+        return result.state;
+      };
+      const finish = (state: OrchestrationState): AppliedInputs => {
+        this.#dispatch(events);
+        return { state, events, decisions };
+      };
+      // The memory store updates synchronously: no promise round trips on the hot path.
+      const sync = this.#states.modifySync(sessionId, apply);
+      if (sync !== undefined) return Promise.resolve(finish(sync));
+      return this.#states.modify(sessionId, apply).then(finish);
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
+  /** The active step after handling the latest user message of `messages` (SPEC section 3). */
+  async getActiveStep(
+    config: OrchestrationSource,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+  ): Promise<OrchestrationStep | undefined> {
+    const plan = this.plan(config);
+    const { state } = await this.apply(plan, messageOf(messages), sessionId, USER_MESSAGE);
+    return activeStepOf(plan, state)?.source;
+  }
+
   /** The tools allowed now, in the order of `allToolIds` (SPEC section 4). */
-  getAllowedTools(
+  async getAllowedTools(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],
   ): Promise<string[]> {
-    try {
-      const plan = this.plan(config);
-      assertToolList(allToolIds);
-      return this.#observe(plan, messages, sessionId, (state) => {
-        const result = allowedTools(plan, state, allToolIds);
-        this.#dispatch(result.events);
-        // Spread, not slice(): V8 copies frozen arrays slowly through slice().
-        return [...result.tools];
-      });
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return [...(await this.getStepView(config, messages, sessionId, allToolIds)).allowedTools];
   }
 
   /** Records that `toolName` completed (SPEC section 5), atomically. */
@@ -133,82 +176,88 @@ export class OrchestrationManager {
     return this.recordToolUse(config, messages, sessionId, toolName).then(noop);
   }
 
-  /** Like {@link processToolUsage}, resolving to the new state and the events it caused. */
-  recordToolUse(
+  /**
+   * Like {@link processToolUsage}, resolving to the new state and the events it caused. This
+   * records a tool that already ran, outside enforcement; a `toolCallId` already seen by the
+   * session changes nothing. Model loops use {@link requestTool} before running a tool instead.
+   */
+  async recordToolUse(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     toolName: string,
     options: { toolCallId?: string } = {},
   ): Promise<{ state: OrchestrationState; events: readonly OrchestrationEvent[] }> {
-    try {
-      const plan = this.plan(config);
-      assertToolName(toolName);
-      checkMessages(messages);
-      const message = latestUserMessage(messages);
-      const historyLimit = this.#states.historyLimit;
-      let events: readonly OrchestrationEvent[] = [];
-      const apply = (current: OrchestrationState) => {
-        const observed = handleMessage(plan, current, message);
-        const recorded = recordToolUse(plan, observed.state, {
-          tool: toolName,
-          message,
-          historyLimit,
-          toolCallId: options.toolCallId,
-        });
-        events = observed.events.length === 0 ? recorded.events : [...observed.events, ...recorded.events];
-        return recorded.state;
-      };
-      const finish = (state: OrchestrationState) => {
-        this.#dispatch(events);
-        return { state, events };
-      };
-      // The memory store updates synchronously: no promise round trips on the hot path.
-      const sync = this.#states.modifySync(sessionId, apply);
-      if (sync !== undefined) return Promise.resolve(finish(sync));
-      return this.#states.modify(sessionId, apply).then(finish);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    assertToolName(toolName);
+    const { state, events } = await this.apply(config, messageOf(messages), sessionId, [
+      USER_MESSAGE[0]!,
+      { type: 'tool-used', tool: toolName, toolCallId: options.toolCallId },
+    ]);
+    return { state, events };
   }
 
   /**
-   * Decides whether a call of `toolName` may run now (SPEC section 7); a denial emits a
-   * `tool-rejected` event and says why and which tools are allowed.
+   * Decides whether a call may run now (SPEC section 7) and, when it may, reserves it in the
+   * same atomic update, so concurrent turns see it. Follow it with {@link completeTool} or
+   * {@link failTool}. A denial emits `tool-rejected` and says why and what is allowed.
    */
-  async authorizeToolCall(
+  async requestTool(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
-    toolName: string,
-    allToolIds: readonly string[],
-  ): Promise<ToolCallDecision> {
-    const plan = this.plan(config);
-    assertToolName(toolName);
-    assertToolList(allToolIds);
-    const state = await this.#observe(plan, messages, sessionId, identity);
-    const decision = authorizeToolCall(plan, state, toolName, allToolIds);
-    if (!decision.allowed) this.#dispatch([decision.event]);
-    return decision;
+    call: { tool: string; toolCallId: string; agentTools: readonly string[]; offered?: readonly string[] },
+  ): Promise<ToolDecision> {
+    assertToolName(call.tool);
+    assertToolList(call.agentTools);
+    assertToolCallId(call.toolCallId);
+    const { decisions } = await this.apply(config, messageOf(messages), sessionId, [
+      { type: 'tool-requested', ...call },
+    ]);
+    return decisions[0] as ToolDecision;
+  }
+
+  /** Commits a reserved call that completed (history, sequence, step selection). */
+  async completeTool(
+    config: OrchestrationSource,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+    toolCallId: string,
+  ): Promise<OrchestrationState> {
+    assertToolCallId(toolCallId);
+    const input: TransitionInput = { type: 'tool-completed', toolCallId };
+    return (await this.apply(config, messageOf(messages), sessionId, [input])).state;
+  }
+
+  /** Releases a reserved call whose tool threw: nothing is recorded. */
+  async failTool(config: OrchestrationSource, sessionId: string, toolCallId: string): Promise<OrchestrationState> {
+    assertToolCallId(toolCallId);
+    return (await this.apply(config, undefined, sessionId, [{ type: 'tool-failed', toolCallId }])).state;
   }
 
   /**
    * Handles the latest user message, runs step selection, and returns where the session
-   * stands: its state, the active step, sequence progress and the allowed tools. This is
-   * what a model loop asks before every model step.
+   * stands: its state, the active step, sequence progress and the allowed tools.
    */
   async getStepView(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],
-  ): Promise<StepView & { state: OrchestrationState }> {
+  ): Promise<StepView & { state: OrchestrationState; running: readonly string[] }> {
     const plan = this.plan(config);
     assertToolList(allToolIds);
-    const state = await this.#observe(plan, messages, sessionId, identity);
-    const view = viewStep(plan, state, allToolIds);
-    if (view.sequence?.blocked) this.#dispatch(allowedTools(plan, state, allToolIds).events);
-    return { ...view, state };
+    const { state, decisions } = await this.apply(plan, messageOf(messages), sessionId, [
+      USER_MESSAGE[0]!,
+      { type: 'step-started', agentTools: allToolIds },
+    ]);
+    const decision = decisions[1] as StepDecision;
+    return {
+      activeStep: plan.step(decision.activeStep),
+      sequence: decision.sequence,
+      allowedTools: decision.allowedTools,
+      running: decision.running,
+      state,
+    };
   }
 
   /** Dispatches an event to the listeners (for model loops that detect rejections themselves). */
@@ -227,7 +276,7 @@ export class OrchestrationManager {
     assertToolList(allToolIds);
     const stored = await this.#states.getState(sessionId);
     const base = stored ?? createState(sessionId, this.#states.clock(), this.#states.ttl);
-    const observed = handleMessage(plan, base, latestUserMessage(messages)).state;
+    const observed = handleMessage(plan, base, messageOf(messages)).state;
     return explainTools(plan, observed, allToolIds);
   }
 
@@ -244,6 +293,11 @@ export class OrchestrationManager {
   /** Adds one model call's token usage; resolves to the cumulative usage. */
   addTokenUsage(sessionId: string, usage: TokenUsageInput): Promise<TokenUsage> {
     return this.#states.addTokenUsage(sessionId, usage);
+  }
+
+  /** What a transition of this manager's sessions needs besides the state: clock, message, limits. */
+  transitionContext(message: MessageInfo | undefined): TransitionContext {
+    return { now: this.#states.clock(), message, historyLimit: this.#states.historyLimit, leaseMs: this.leaseMs };
   }
 
   /** Clears the session's progress (active step, history, sequence), keeping token usage. */
@@ -271,30 +325,6 @@ export class OrchestrationManager {
     return this.#states.close();
   }
 
-  /** Handles the latest user message and runs step selection, storing any change, then maps the state. */
-  #observe<T>(
-    plan: OrchestrationPlan,
-    messages: readonly ChatMessage[] | undefined,
-    sessionId: string,
-    then: (state: OrchestrationState) => T,
-  ): Promise<T> {
-    checkMessages(messages);
-    const message = latestUserMessage(messages);
-    let events: readonly OrchestrationEvent[] = NO_EVENTS;
-    const apply = (current: OrchestrationState) => {
-      const result = handleMessage(plan, current, message);
-      events = result.events;
-      return result.state;
-    };
-    const finish = (state: OrchestrationState) => {
-      this.#dispatch(events);
-      return then(state);
-    };
-    const sync = this.#states.modifySync(sessionId, apply);
-    if (sync !== undefined) return Promise.resolve(finish(sync));
-    return this.#states.modify(sessionId, apply).then(finish);
-  }
-
   #dispatch(events: readonly OrchestrationEvent[]): void {
     if (events.length === 0 || this.#listeners.size === 0) return;
     for (const event of events) {
@@ -315,11 +345,23 @@ export function createOrchestrationManager(options: OrchestrationManagerOptions 
 }
 
 const noop = () => undefined;
-const identity = <T>(value: T) => value;
+const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
 
-function checkMessages(messages: unknown): void {
+function isPlan(config: OrchestrationSource | OrchestrationPlan): config is OrchestrationPlan {
+  return typeof (config as OrchestrationPlan).step === 'function' && 'conditionalSteps' in config;
+}
+
+/** The latest user message of `messages`; throws when `messages` is not an array. */
+export function messageOf(messages: unknown): MessageInfo | undefined {
   if (messages !== undefined && !Array.isArray(messages)) {
     throw new InvalidArgumentError('messages', `expected an array of messages, got ${describeType(messages)}`);
+  }
+  return latestUserMessage(messages as readonly ChatMessage[] | undefined);
+}
+
+function assertToolCallId(id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id === '') {
+    throw new InvalidArgumentError('toolCallId', `expected a non-empty tool call id, got ${describeType(id)}`);
   }
 }
 

@@ -160,22 +160,46 @@ export class OrchestrationStateManager {
     return this.modify(sessionId, (state) => changeStep(state, stepName).state);
   }
 
-  /** Appends `toolName` to the history (oldest first), trimmed to `historyLimit`. */
+  /**
+   * Appends `toolName` to the history (oldest first), trimmed to `historyLimit`. Resolves to
+   * null, creating nothing, when the session does not exist (as AgentDock does).
+   */
   async addUsedTool(
     sessionId: string,
     toolName: string,
     historyLimit = this.historyLimit,
-  ): Promise<OrchestrationState> {
+  ): Promise<OrchestrationState | null> {
     assertToolName(toolName);
-    return this.modify(sessionId, (state) => ({
+    return this.#modifyExisting(sessionId, (state) => ({
       ...state,
       recentlyUsedTools: appendBounded(state.recentlyUsedTools, toolName, historyLimit),
     }));
   }
 
-  /** Moves the sequence position forward by one. */
-  async advanceSequence(sessionId: string): Promise<OrchestrationState> {
-    return this.modify(sessionId, (state) => ({ ...state, sequenceIndex: state.sequenceIndex + 1 }));
+  /**
+   * Moves the sequence position forward by one. Resolves to null, creating nothing, when the
+   * session does not exist (as AgentDock does).
+   */
+  async advanceSequence(sessionId: string): Promise<OrchestrationState | null> {
+    return this.#modifyExisting(sessionId, (state) => ({ ...state, sequenceIndex: state.sequenceIndex + 1 }));
+  }
+
+  /** Like {@link modify}, but a missing session stays missing and resolves to null. */
+  update(sessionId: string, fn: (state: OrchestrationState) => OrchestrationState): Promise<OrchestrationState | null> {
+    return this.#modifyExisting(sessionId, fn);
+  }
+
+  async #modifyExisting(
+    sessionId: string,
+    fn: (state: OrchestrationState) => OrchestrationState,
+  ): Promise<OrchestrationState | null> {
+    assertSessionId(sessionId);
+    const store = this.#store ?? (await this.#storeReady);
+    const now = this.clock();
+    const stored = await store.update(sessionId, (current) =>
+      current === undefined ? undefined : this.#step(sessionId, current, now, fn),
+    );
+    return stored ?? null;
   }
 
   /** Adds one model call's token usage (AI SDK or seed field names) to the session. */
@@ -192,20 +216,18 @@ export class OrchestrationStateManager {
    */
   async resetState(sessionId: string): Promise<OrchestrationState | null> {
     assertSessionId(sessionId);
-    const store = this.#store ?? (await this.#storeReady);
-    const now = this.clock();
-    const stored = await store.update(sessionId, (current) => {
-      if (current === undefined) return undefined;
+    return this.#modifyExisting(sessionId, (current) => {
       const fresh = createState(sessionId, current.createdAt, current.ttl);
-      // The owner stays: a reset session still belongs to the agent that created it.
+      // The owner stays: a reset session still belongs to the agent that created it. Call ids
+      // stay too, so a reset cannot be used to run a call id twice; running reservations go
+      // (their completions arrive late and are not recorded).
       return {
         ...fresh,
         cumulativeTokenUsage: current.cumulativeTokenUsage,
-        lastAccessed: now,
         agentId: current.agentId,
+        toolCallIds: current.toolCallIds,
       };
     });
-    return stored ?? null;
   }
 
   /** Deletes the session. */

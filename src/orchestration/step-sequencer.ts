@@ -3,12 +3,14 @@
  * a step object, not a whole config, so it does not run step selection; the
  * `OrchestrationManager` does that.
  */
-import { type CompiledStep, compileStep } from '../core/compile.js';
+import { type CompiledStep, compileOrchestration, compileStep, type OrchestrationPlan } from '../core/compile.js';
 import type { ConditionRegistry } from '../core/conditions.js';
-import { appendBounded } from '../core/engine.js';
 import type { OrchestrationStep } from '../core/schema.js';
-import type { OrchestrationState } from '../core/state.js';
+import { transition } from '../core/transition.js';
 import { assertToolName, type OrchestrationStateManager } from './state-manager.js';
+
+/** One-step plans, per step object, so the transition can run against a lone step. */
+const stepPlans = new WeakMap<OrchestrationStep, OrchestrationPlan>();
 
 /** Tracks and enforces a step's tool sequence (AgentDock's `StepSequencer`). */
 export class StepSequencer {
@@ -42,33 +44,57 @@ export class StepSequencer {
     return slot.tools.length === 1 ? slot.tools[0]! : [...slot.tools];
   }
 
-  /** Moves the sequence forward by one (never past its end); resolves to the new position. */
-  async advanceSequence(step: OrchestrationStep, sessionId: string): Promise<number> {
+  /**
+   * Moves the sequence forward by one. Resolves to true when it advanced; false when the step
+   * has no sequence, the session does not exist (nothing is created, as in AgentDock) or the
+   * sequence is already complete (it never moves past its end).
+   */
+  async advanceSequence(step: OrchestrationStep, sessionId: string): Promise<boolean> {
     const length = this.#compile(step).sequence.length;
-    const state = await this.#states.modify(sessionId, (s) =>
-      s.sequenceIndex < length ? { ...s, sequenceIndex: s.sequenceIndex + 1 } : s,
-    );
-    return state.sequenceIndex;
+    if (length === 0) return false;
+    let advanced = false;
+    const stored = await this.#states.update(sessionId, (s) => {
+      advanced = s.sequenceIndex < length;
+      return advanced ? { ...s, sequenceIndex: s.sequenceIndex + 1 } : s;
+    });
+    return stored !== null && advanced;
   }
 
   /**
-   * Records `usedTool` and, when it fills the sequence's current position, advances, in one
-   * atomic update. Resolves to whether the sequence advanced.
+   * Records `usedTool` through the transition, as the step sees it: the sequence advances when
+   * the tool fills its current position, otherwise a `sequence-violation` is reported and
+   * `out_of_sequence` applies. One atomic update. Resolves to whether the sequence advanced.
    */
   async processTool(step: OrchestrationStep, sessionId: string, usedTool: string): Promise<boolean> {
     assertToolName(usedTool, 'usedTool');
-    const compiled = this.#compile(step);
-    const limit = this.#states.historyLimit;
+    const plan = this.#planOf(step);
     let advanced = false;
-    await this.#states.modify(sessionId, (s: OrchestrationState) => {
-      advanced = compiled.sequence[s.sequenceIndex]?.set.has(usedTool) ?? false;
-      return {
-        ...s,
-        recentlyUsedTools: appendBounded(s.recentlyUsedTools, usedTool, limit),
-        sequenceIndex: advanced ? s.sequenceIndex + 1 : s.sequenceIndex,
-      };
+    const now = this.#states.clock();
+    await this.#states.modify(sessionId, (s) => {
+      // The seed's sequencer works on the step it is given, whichever step is active: view the
+      // session through it, and keep the session's own active step.
+      const result = transition(
+        plan,
+        { ...s, activeStep: step.name },
+        { type: 'tool-used', tool: usedTool },
+        { now, historyLimit: this.#states.historyLimit },
+      );
+      advanced = result.events.some((event) => event.type === 'sequence-advanced');
+      return { ...result.state, activeStep: s.activeStep };
     });
     return advanced;
+  }
+
+  #planOf(step: OrchestrationStep): OrchestrationPlan {
+    let plan = stepPlans.get(step);
+    if (plan === undefined) {
+      plan = compileOrchestration(
+        { steps: [step] },
+        this.#conditions === undefined ? {} : { conditions: this.#conditions },
+      );
+      stepPlans.set(step, plan);
+    }
+    return plan;
   }
 
   /**

@@ -84,10 +84,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     const entry = live(sessionId, at);
     const current = entry?.state;
     const next = fn(current);
-    if (next === undefined || next === current) {
-      if (entry !== undefined) touch(sessionId, entry, at);
-      return current;
-    }
+    // Nothing to write: no renewal either, as in every store (TTLs ride on writes).
+    if (next === undefined || next === current) return current;
     const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
     if (entry !== undefined) {
       entry.state = stored;
@@ -112,10 +110,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
       assertSessionId(sessionId);
       checkOpen();
       const at = now();
-      const entry = live(sessionId, at);
-      if (entry === undefined) return undefined;
-      touch(sessionId, entry, at);
-      return entry.state;
+      return live(sessionId, at)?.state;
     },
     async update(sessionId: string, fn: StateUpdater) {
       // Atomic: updateSync reads, computes and writes without yielding to the event loop.

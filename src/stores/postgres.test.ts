@@ -335,17 +335,21 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
     }
   });
 
-  it('renews expiry with the injected clock and stores it as milliseconds', async () => {
+  it('renews expiry on writes with the injected clock and stores it as milliseconds; reads write nothing', async () => {
     const table = newTable();
     let time = 10_000_000;
     const store = open({ table, now: () => time });
     await store.update('e', () => state('e', { ttl: 500 }));
     time += 100;
     await store.get('e');
-    const [row] = await sql<{ expires_at: string; last_access: string; version: string }>(
-      `SELECT expires_at, last_access, version FROM "${table}"`,
-    );
-    expect(row).toEqual({ expires_at: String(time + 500), last_access: String(time), version: '1' });
+    await store.update('e', (c) => c);
+    const read = () =>
+      sql<{ expires_at: string; last_access: string; version: string }>(
+        `SELECT expires_at, last_access, version FROM "${table}"`,
+      );
+    expect((await read())[0]).toEqual({ expires_at: '10000500', last_access: '10000000', version: '1' });
+    await store.update('e', (c) => c && { ...c, sequenceIndex: 1 });
+    expect((await read())[0]).toEqual({ expires_at: String(time + 500), last_access: String(time), version: '2' });
     time += 500;
     expect(await store.delete('e')).toBe(false); // expired: removed, but it did not exist any more
     expect(await sql(`SELECT 1 FROM "${table}"`)).toHaveLength(0);

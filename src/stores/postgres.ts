@@ -127,22 +127,21 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
 
   const t = quote(table);
   const live = '(expires_at IS NULL OR expires_at > $2)';
-  const expiry = `CASE WHEN (state->>'ttl')::bigint > 0 THEN $2::bigint + (state->>'ttl')::bigint END`;
   // `xmin` is the id of the transaction that wrote a row version: comparing it (and `version`,
   // which alone could repeat when a session is deleted and created again) detects any other
   // write since we read the row. States travel as JSON text so a known one can be cached.
   const returning = 'RETURNING xmin::text AS revision, expires_at';
   const sql = {
-    get: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2 WHERE session_key = $1 AND ${live}
-      RETURNING state::text AS json, xmin::text AS revision, expires_at`,
+    // Reads renew nothing: TTLs and `last_access` ride on writes, so a read is never a write.
+    get: `SELECT state::text AS json, xmin::text AS revision, expires_at FROM ${t} WHERE session_key = $1 AND ${live}`,
     peek: `SELECT state::text AS json, xmin::text AS revision, expires_at, NOT ${live} AS expired
       FROM ${t} WHERE session_key = $1`,
     lock: `SELECT state::text AS json, NOT ${live} AS expired FROM ${t} WHERE session_key = $1 FOR UPDATE`,
-    touch: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2 WHERE session_key = $1 ${returning}`,
     write: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2 WHERE session_key = $1
       ${returning}`,
-    touchIf: `UPDATE ${t} SET expires_at = ${expiry}, last_access = $2
-      WHERE session_key = $1 AND xmin = $3::xid AND version = $4 AND ${live} ${returning}`,
+    // An update that changes nothing only checks that the copy it ran on is still current.
+    checkIf: `SELECT xmin::text AS revision, expires_at FROM ${t}
+      WHERE session_key = $1 AND xmin = $3::xid AND version = $4 AND ${live}`,
     writeIf: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2
       WHERE session_key = $1 AND xmin = $6::xid AND version = $7 AND ${live} ${returning}`,
     insert: `INSERT INTO ${t} (session_key, session_id, state, version, expires_at, last_access)
@@ -272,7 +271,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     const current = parse(base.json);
     const next = callUpdater(fn, current);
     if (next === undefined || next === current) {
-      const [row] = await run<WrittenRow>(client, 'touchIf', [key, at, base.revision, current.version]);
+      const [row] = await run<WrittenRow>(client, 'checkIf', [key, at, base.revision, current.version]);
       return row && { state: current, revision: revisionOf(row, base.json) };
     }
     const stored = checkedState({ ...next, version: current.version + 1 });
@@ -313,10 +312,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       if (row !== undefined && !row.expired) {
         const current = parse(row.json);
         const next = callUpdater(fn, current);
-        if (next === undefined || next === current) {
-          const [touched] = await run<WrittenRow>(client, 'touch', [key, at]);
-          return { state: current, revision: touched && revisionOf(touched, row.json) };
-        }
+        if (next === undefined || next === current) return { state: current, revision: undefined };
         const stored = checkedState({ ...next, version: current.version + 1 });
         return writeRow(client, key, at, stored);
       }

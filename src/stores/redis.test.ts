@@ -180,14 +180,18 @@ describe.skipIf(skip)('redisStore', () => {
     expect((await writer.get('s'))?.recentlyUsedTools).toEqual(['a', 'b']);
   });
 
-  it('renews the TTL on get, stores ttl 0 without expiry, and rejects an invalid updater result', async () => {
+  it('renews the TTL on writes only, stores ttl 0 without expiry, and rejects an invalid updater result', async () => {
     const prefix = `${RUN_PREFIX}ttl:`;
     const store = open({}, 'ttl');
     await store.update('s', () => state('s', { ttl: 1_000 }));
     await pause(600);
+    // A read and an update that changes nothing write nothing, so they renew nothing.
     expect(await store.get('s')).toBeDefined();
+    expect(await store.update('s', (c) => c)).toBeDefined();
+    expect(await raw.pttl(redisSessionKey('s', prefix))).toBeLessThan(500);
+    await store.update('s', (c) => c && { ...c, sequenceIndex: 1 });
     expect(await raw.pttl(redisSessionKey('s', prefix))).toBeGreaterThan(800);
-    await pause(600); // 1,200 ms after the write: alive only because get renewed it
+    await pause(600); // 1,200 ms after the first write: alive because the second renewed it
     expect(await store.get('s')).toBeDefined();
     await store.update('forever', () => state('forever', { ttl: 0 }));
     expect(await raw.pttl(redisSessionKey('forever', prefix))).toBe(-1);

@@ -17,7 +17,7 @@
  * retry needs no extra read. Round trips per change: 1 when this process holds the latest
  * state, 2 when it must read first, plus 1 per conflicting writer.
  *
- * Expiry runs on the Redis server's clock (`PEXPIRE`, sliding: every get or update renews
+ * Expiry runs on the Redis server's clock (`PEXPIRE`, sliding: every write renews
  * it), so the `now` option cannot drive it and is ignored.
  *
  * Faults. Nothing waits unboundedly: with Redis down or hung, a call fails with
@@ -116,19 +116,6 @@ local function evict(popped, prefix)
 end
 `;
 
-// KEYS[1] session key, KEYS[2] (single node with maxSessions only) the LRU index.
-// ARGV: member, maxSessions, prefix.
-const GET_SCRIPT = `${LUA_HELPERS}
-local v = redis.call('GET', KEYS[1])
-if not v then
-  if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[1]) end
-  return false
-end
-renew(KEYS[1], v)
-if KEYS[2] then evict(touch_lru(KEYS[2], ARGV[1], ARGV[2]), ARGV[3]) end
-return v
-`;
-
 // ARGV: expected SHA-1 of the stored value ('' = expect no value), new value ('' = only
 // renew the TTL), its ttl in ms, member, maxSessions, prefix.
 // Returns {1} on success, {0} when the key is absent, {0, value} when it holds another value.
@@ -140,8 +127,9 @@ elseif ARGV[1] ~= '' then
   return {0}
 end
 if ARGV[2] == '' then
-  if not v then return {1} end
-  renew(KEYS[1], v)
+  -- Nothing to write: the caller only checks its copy is current. No renewal either: TTLs
+  -- and the LRU index ride on writes, so a pure read writes nothing.
+  return {1}
 elseif tonumber(ARGV[3]) > 0 then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 else
@@ -180,7 +168,6 @@ type Arg = string | Buffer | number;
 
 /** The commands `defineCommand` adds; the first argument is the number of keys. */
 interface ScriptCommands {
-  batonGetBuffer(numKeys: number, ...args: Arg[]): Promise<unknown>;
   batonCasBuffer(numKeys: number, ...args: Arg[]): Promise<unknown>;
   batonDelete(numKeys: number, ...args: Arg[]): Promise<unknown>;
   batonLru(numKeys: number, ...args: Arg[]): Promise<unknown>;
@@ -255,7 +242,6 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   const inlineLru = tracked && !cluster;
   const limitArg = tracked ? String(maxSessions) : '0';
 
-  client.defineCommand('batonGet', { lua: GET_SCRIPT });
   client.defineCommand('batonCas', { lua: CAS_SCRIPT });
   client.defineCommand('batonDelete', { lua: DELETE_SCRIPT });
   client.defineCommand('batonLru', { lua: LRU_SCRIPT });
@@ -435,8 +421,8 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       );
       if (!Array.isArray(reply)) throw unavailable(`writing a session failed: unexpected reply ${String(reply)}`);
       if (reply[0] === 1) {
-        await touchIndex(member);
         if (stored === undefined || payload === undefined) return current;
+        await touchIndex(member);
         remember(sessionId, { state: stored, hash: sha1(payload) });
         return stored;
       }
@@ -460,18 +446,15 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     async get(sessionId) {
       assertSessionId(sessionId);
       checkOpen();
-      const member = escapeSessionId(sessionId);
-      const raw = await send('reading a session', () =>
-        scripts.batonGetBuffer(...sessionKeys(sessionId), member, limitArg, scriptPrefix),
-      );
+      // A plain GET: reads renew nothing (TTLs and the LRU index ride on writes), so a read
+      // is never a write. `sweep()` drops index entries of sessions that expired.
+      const raw = await send('reading a session', () => client.getBuffer(redisSessionKey(sessionId, prefix)));
       if (!Buffer.isBuffer(raw)) {
         remember(sessionId, undefined);
-        await dropFromIndex(member);
         return undefined;
       }
       const snapshot = decode(sessionId, raw);
       remember(sessionId, snapshot);
-      await touchIndex(member);
       return snapshot.state;
     },
     async update(sessionId: string, fn: StateUpdater) {

@@ -206,7 +206,12 @@ describe('sqliteStore', () => {
     const holder = new DatabaseSync(path);
     holder.exec('BEGIN IMMEDIATE');
     try {
-      for (const call of [() => store.update('s', (current) => current), () => store.get('s')]) {
+      // A read takes no write lock (WAL): it answers while another connection writes.
+      expect((await store.get('s'))?.sessionId).toBe('s');
+      for (const call of [
+        () => store.update('s', (current) => current && { ...current, sequenceIndex: 1 }),
+        () => store.delete('s'),
+      ]) {
         const started = performance.now();
         const error = await rejection(call());
         const elapsed = performance.now() - started;

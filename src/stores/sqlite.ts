@@ -54,7 +54,7 @@ const MAX_RETRY_SLEEP_MS = 25;
  * inside one transaction at open, so a database is never left half-migrated.
  */
 const MIGRATIONS: readonly ((table: string) => string)[] = [
-  // `ttl` duplicates `state.ttl` so that `get` can renew the expiry without parsing JSON.
+  // `ttl` duplicates `state.ttl`, so expiry can be computed in SQL without parsing JSON.
   (table) => `
     CREATE TABLE ${table} (
       session_id  TEXT    NOT NULL PRIMARY KEY,
@@ -245,10 +245,8 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
     const row = s.selectLive.get(sessionId, at);
     const current = row === undefined ? undefined : decode(sessionId, row);
     const next = fn(current);
-    if (next === undefined || next === current) {
-      if (current !== undefined) s.touch.run(at, sessionId);
-      return current;
-    }
+    // Nothing to write: no renewal either (TTLs ride on writes, so a read is never a write).
+    if (next === undefined || next === current) return current;
     // Refuse to write what could not be read back: a bad state would poison the row.
     assertState(next, 'state');
     const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
@@ -261,10 +259,10 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
     name: STORE_NAME,
     async get(sessionId) {
       assertSessionId(sessionId);
-      // One autocommit UPDATE ... RETURNING both renews the sliding expiry and reads.
+      // Reads renew nothing: TTLs ride on writes, so a read takes no write lock.
       const row = await withRetry(
         () => `reading session ${describeId(sessionId)}`,
-        () => s.touchReturning.get(now(), sessionId),
+        () => s.selectLive.get(sessionId, now()),
       );
       return row === undefined ? undefined : decode(sessionId, row);
     },
@@ -376,8 +374,6 @@ function migrate(db: DatabaseSync, table: string, path: string) {
 
 /** Every statement the store runs, prepared once: compiling SQL per call would dominate. */
 function prepareStatements(db: DatabaseSync, table: string) {
-  const live = '(expires_at IS NULL OR expires_at > ?1)';
-  const renew = 'expires_at = CASE WHEN ttl > 0 THEN ?1 + ttl END, last_access = ?1';
   return {
     begin: db.prepare('BEGIN IMMEDIATE'),
     commit: db.prepare('COMMIT'),
@@ -385,8 +381,6 @@ function prepareStatements(db: DatabaseSync, table: string) {
     selectLive: db.prepare(
       `SELECT state FROM ${table} WHERE session_id = ?1 AND (expires_at IS NULL OR expires_at > ?2)`,
     ),
-    touch: db.prepare(`UPDATE ${table} SET ${renew} WHERE session_id = ?2`),
-    touchReturning: db.prepare(`UPDATE ${table} SET ${renew} WHERE session_id = ?2 AND ${live} RETURNING state`),
     upsert: db.prepare(
       `INSERT INTO ${table} (session_id, state, version, ttl, expires_at, last_access) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, version = excluded.version,

@@ -9,7 +9,8 @@ import type { OrchestrationState } from '../core/state.js';
  * Computes the next state from the current one (`undefined` when the session does not
  * exist or has expired). Return:
  * - a new state object to store it;
- * - `current` itself (the same reference) to change nothing (the store still renews the TTL);
+ * - `current` itself (the same reference) to change nothing: nothing is written and the TTL is
+ *   not renewed (TTLs ride on writes, so a read never costs a write);
  * - `undefined` to change nothing and create nothing.
  *
  * Optimistic stores call it again when another writer got in first, so it must be pure:
@@ -21,7 +22,7 @@ export type StateUpdater = (current: OrchestrationState | undefined) => Orchestr
 export interface SessionStore {
   /** Short name used in errors and logs, e.g. `memory`, `redis`. */
   readonly name: string;
-  /** The session's state, or `undefined` if there is none or it expired. Renews the TTL. */
+  /** The session's state, or `undefined` if there is none or it expired. Renews nothing. */
   get(sessionId: string): Promise<OrchestrationState | undefined>;
   /**
    * Atomically replaces the session's state with `fn(current)` and resolves to the state now

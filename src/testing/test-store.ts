@@ -156,19 +156,25 @@ export function testStore(options: TestStoreOptions): void {
     });
 
     if (clockMode === 'fake') {
-      it('expires a session after its sliding TTL and renews it on access', async () => {
+      it('expires a session after its sliding TTL, renewed by writes only', async () => {
         const clock = createFakeClock(1_000_000);
         const store = await make({ now: clock.now });
         await store.update('ttl', () => state('ttl', { ttl: 1_000 }));
         clock.advance(900);
-        expect(await store.get('ttl')).toBeDefined(); // renews to now + 1000
-        clock.advance(900);
-        expect(await store.update('ttl', (c) => c)).toBeDefined(); // renews again
-        clock.advance(999);
+        // Reads and updates that change nothing renew nothing: TTLs ride on writes.
         expect(await store.get('ttl')).toBeDefined();
-        clock.advance(1_001);
+        expect(await store.update('ttl', (c) => c)).toBeDefined();
+        clock.advance(200);
         expect(await store.get('ttl')).toBeUndefined();
         expect(await store.update('ttl', (current) => current)).toBeUndefined();
+        // Every write renews: the session lives on while it is being changed.
+        await store.update('slide', () => state('slide', { ttl: 1_000 }));
+        clock.advance(900);
+        await store.update('slide', (c) => c && { ...c, sequenceIndex: c.sequenceIndex + 1 });
+        clock.advance(900);
+        expect((await store.get('slide'))?.sequenceIndex).toBe(1);
+        clock.advance(101);
+        expect(await store.get('slide')).toBeUndefined();
       });
 
       it('never expires a session whose ttl is 0, and sweeps expired ones', async () => {
@@ -202,7 +208,8 @@ export function testStore(options: TestStoreOptions): void {
         await store.update(id, () => state(id));
         clock.advance(10);
       }
-      await store.get('a'); // a is now more recent than b
+      // A write makes a more recent than b (reads do not count: they write nothing).
+      await store.update('a', (c) => c && { ...c, sequenceIndex: 1 });
       clock.advance(10);
       await store.update('d', () => state('d'));
       expect(await store.get('b')).toBeUndefined();

@@ -1,0 +1,160 @@
+/**
+ * `Turn`: one turn of a model loop on one session, as a shell over the transition. It feeds
+ * the turn's inputs through `OrchestrationManager.apply` and writes as little as it can:
+ *
+ * - the first model step handles the user message and reads where the session stands (one
+ *   update, which writes only when the message changes the session);
+ * - every tool request is one update that decides and reserves;
+ * - completions, failures and token usage wait in a buffer and ride on the next update (the
+ *   next request, or `flush()` at the end of the turn), so a research turn of 4 model steps
+ *   and 3 tools costs 5 store round trips;
+ * - later model steps are decided locally from the last stored state plus the buffer: what is
+ *   offered may be stale by another turn's writes, but what runs is decided by the store.
+ *
+ * A buffered completion is written at the latest when the turn ends. If the process dies
+ * first, the reservation's lease ends and the call is released: the record of a call that ran
+ * can be lost that way, but a call that was not allowed can never run.
+ */
+import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
+import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import type { ChatMessage } from '../core/messages.js';
+import type { OrchestrationState } from '../core/state.js';
+import {
+  type StepDecision,
+  type ToolDecision,
+  type TransitionInput,
+  transition,
+  transitionAll,
+} from '../core/transition.js';
+import type { OrchestrationManager } from './orchestration-manager.js';
+import { messageOf } from './orchestration-manager.js';
+
+/** Options of {@link Turn}. */
+export interface TurnOptions {
+  manager: OrchestrationManager;
+  /** The template or its `orchestration` block. */
+  config: OrchestrationSource;
+  sessionId: string;
+  /** Every tool of the agent, in order. */
+  agentTools: readonly string[];
+  /** The conversation; its latest user message drives message conditions. */
+  messages?: readonly ChatMessage[] | undefined;
+}
+
+/** A model step's orchestration, and the state it was decided on. */
+export interface TurnStep {
+  readonly decision: StepDecision;
+  readonly state: OrchestrationState;
+}
+
+/** One turn on one session; see the module comment. */
+export class Turn {
+  readonly #manager: OrchestrationManager;
+  readonly #plan: OrchestrationPlan;
+  readonly #sessionId: string;
+  readonly #agentTools: readonly string[];
+  #messages: readonly ChatMessage[] | undefined;
+  #buffer: TransitionInput[] = [];
+  #stored: OrchestrationState | undefined;
+  #begun = false;
+
+  constructor(options: TurnOptions) {
+    this.#manager = options.manager;
+    this.#plan = options.manager.plan(options.config);
+    this.#sessionId = options.sessionId;
+    this.#agentTools = options.agentTools;
+    this.#messages = options.messages;
+    messageOf(options.messages); // fail now on a bad messages argument, not mid-turn
+  }
+
+  /** The conversation, when it is only known once the model loop starts. Ignored once set. */
+  useMessages(messages: readonly ChatMessage[]): void {
+    this.#messages ??= messages;
+  }
+
+  /** The plan the turn runs on. */
+  get plan(): OrchestrationPlan {
+    return this.#plan;
+  }
+
+  /** The last stored state with the buffered inputs applied (undefined before the first step). */
+  get state(): OrchestrationState | undefined {
+    if (this.#stored === undefined || this.#buffer.length === 0) return this.#stored;
+    return transitionAll(this.#plan, this.#stored, this.#buffer, this.#context()).state;
+  }
+
+  /** Where the session stands for the next model step, and what to offer. */
+  async stepStarted(): Promise<TurnStep> {
+    const started: TransitionInput = { type: 'step-started', agentTools: this.#agentTools };
+    if (!this.#begun || this.#stored === undefined) {
+      this.#begun = true;
+      const { state, decisions } = await this.#write([{ type: 'user-message' }, started]);
+      return { decision: decisions.at(-1) as StepDecision, state };
+    }
+    const context = this.#context();
+    const local =
+      this.#buffer.length === 0 ? this.#stored : transitionAll(this.#plan, this.#stored, this.#buffer, context).state;
+    const result = transition(this.#plan, local, started, context);
+    for (const event of result.events) this.#manager.emit(event);
+    return { decision: result.decision as StepDecision, state: result.state };
+  }
+
+  /**
+   * Decides a call and, when it may run, reserves it: one atomic update, carrying whatever
+   * the buffer holds. Follow an allowed call with {@link completed} or {@link failed}.
+   */
+  async request(tool: string, toolCallId: string, offered?: readonly string[]): Promise<ToolDecision> {
+    const input: TransitionInput = { type: 'tool-requested', tool, toolCallId, agentTools: this.#agentTools, offered };
+    const { decisions } = await this.#write([input]);
+    return decisions.at(-1) as ToolDecision;
+  }
+
+  /** The reserved call completed: committed with the next write. */
+  completed(toolCallId: string): void {
+    this.#buffer.push({ type: 'tool-completed', toolCallId });
+  }
+
+  /** The reserved call threw: released with the next write, nothing recorded. */
+  failed(toolCallId: string): void {
+    this.#buffer.push({ type: 'tool-failed', toolCallId });
+  }
+
+  /** A model call's token usage (AI SDK or seed names): added with the next write. */
+  usage(usage: TokenUsageInput): void {
+    const normalized = normalizeUsage(usage);
+    if (normalized.totalTokens === 0 && normalized.promptTokens === 0 && normalized.completionTokens === 0) return;
+    this.#buffer.push({ type: 'usage', usage: normalized });
+  }
+
+  /** True when inputs wait to be written. */
+  get dirty(): boolean {
+    return this.#buffer.length > 0;
+  }
+
+  /** Writes what the buffer holds (nothing when it is empty); resolves to the stored state. */
+  async flush(): Promise<OrchestrationState | undefined> {
+    if (this.#buffer.length === 0) return this.#stored;
+    return (await this.#write([])).state;
+  }
+
+  async #write(inputs: readonly TransitionInput[]) {
+    const buffered = this.#buffer;
+    this.#buffer = [];
+    try {
+      const applied = await this.#manager.apply(this.#plan, messageOf(this.#messages), this.#sessionId, [
+        ...buffered,
+        ...inputs,
+      ]);
+      this.#stored = applied.state;
+      return applied;
+    } catch (error) {
+      // Nothing was written: keep the buffered inputs for the next write.
+      this.#buffer = [...buffered, ...this.#buffer];
+      throw error;
+    }
+  }
+
+  #context() {
+    return this.#manager.transitionContext(messageOf(this.#messages));
+  }
+}
