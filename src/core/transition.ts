@@ -246,7 +246,10 @@ export function transitionAll(
   for (const input of inputs) {
     const result = transition(plan, current, input, context);
     current = result.state;
-    if (result.events.length > 0) (events ??= []).push(...result.events);
+    if (result.events.length > 0) {
+      events ??= [];
+      events.push(...result.events);
+    }
     decisions.push(result.decision);
   }
   return { state: current, events: events ?? NO_EVENTS, decisions };
