@@ -5,6 +5,57 @@
 
 const BATON_ERROR_MARKER = Symbol.for('baton.error');
 
+/**
+ * Every code a {@link BatonError} can carry, in one union so that each layer (the library, the
+ * HTTP server, the CLI) names faults the same way and `baton/server` can map every one of them
+ * to exactly one HTTP status (its table is typed by this union, so a new code cannot be
+ * forgotten there).
+ */
+export type BatonErrorCode =
+  // Configuration and arguments of the library.
+  | 'template-config'
+  | 'invalid-argument'
+  | 'missing-api-key'
+  | 'serve-setup'
+  // The environment: an optional package that is not installed, a Node.js that is too old.
+  | 'missing-dependency'
+  | 'unsupported-runtime'
+  // Session stores.
+  | 'store-unavailable'
+  | 'store-conflict'
+  | 'store-closed'
+  | 'store-schema-mismatch'
+  | 'store-failed'
+  // Orchestration.
+  | 'tool-rejected'
+  | 'state-token'
+  // Requests to the HTTP API: the body and its messages.
+  | 'invalid-json'
+  | 'invalid-body'
+  | 'body-too-deep'
+  | 'body-too-large'
+  | 'invalid-messages'
+  | 'invalid-history'
+  | 'no-user-message'
+  | 'too-many-messages'
+  | 'invalid-session-id'
+  | 'session-mismatch'
+  // Requests to the HTTP API: credentials and state tokens.
+  | 'unauthorized'
+  | 'invalid-state-token'
+  | 'missing-state-token'
+  | 'stale-state-token'
+  // Requests to the HTTP API: what they name.
+  | 'unknown-agent'
+  | 'session-not-found'
+  | 'not-found'
+  | 'method-not-allowed'
+  | 'session-of-another-agent'
+  | 'session-without-agent'
+  // The server itself.
+  | 'server-busy'
+  | 'internal-error';
+
 /** Options accepted by every {@link BatonError}. */
 export interface BatonErrorOptions {
   /** The underlying error, kept so nothing is lost when a fault is wrapped. */
@@ -14,10 +65,10 @@ export interface BatonErrorOptions {
 /** Base class of every error Baton throws; `code` is stable and machine-readable. */
 export class BatonError extends Error {
   /** Stable machine-readable code, e.g. `template-config`, `store-unavailable`. */
-  readonly code: string;
+  readonly code: BatonErrorCode;
   readonly [BATON_ERROR_MARKER] = true;
 
-  constructor(code: string, message: string, options: BatonErrorOptions = {}) {
+  constructor(code: BatonErrorCode, message: string, options: BatonErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.name = 'BatonError';
@@ -80,5 +131,73 @@ export class StoreConflictError extends BatonError {
   /** True for a {@link StoreConflictError} from any copy of the package. */
   static override isInstance(error: unknown): error is StoreConflictError {
     return BatonError.isInstance(error) && error.code === 'store-conflict';
+  }
+}
+
+/**
+ * A session store was used after it was closed (the process is shutting down, or its owner
+ * closed it): a condition of the server, not of the request, so a retry elsewhere may succeed.
+ */
+export class StoreClosedError extends BatonError {
+  /** Name of the store, e.g. `redis`. */
+  readonly store: string;
+
+  constructor(store: string, options: BatonErrorOptions = {}) {
+    super('store-closed', `Session store "${store}" was closed; it cannot be used any more.`, options);
+    this.name = 'StoreClosedError';
+    this.store = store;
+  }
+
+  /** True for a {@link StoreClosedError} from any copy of the package. */
+  static override isInstance(error: unknown): error is StoreClosedError {
+    return BatonError.isInstance(error) && error.code === 'store-closed';
+  }
+}
+
+/**
+ * An optional package that a chosen feature needs (ioredis for the Redis store, pg for the
+ * PostgreSQL store, a provider SDK for a model) is not installed. Raised when the store or model
+ * is created, so a misconfigured app fails at startup rather than at its first request.
+ */
+export class MissingDependencyError extends BatonError {
+  /** The npm package to install, e.g. `ioredis`. */
+  readonly packageName: string;
+
+  /**
+   * `installed: true` when the package is there but failed to load (a broken or partial
+   * install); the message then says so, and `cause` says why.
+   */
+  constructor(packageName: string, feature: string, options: BatonErrorOptions & { installed?: boolean } = {}) {
+    super(
+      'missing-dependency',
+      options.installed
+        ? `${feature} needs the package "${packageName}", which is installed but failed to load (${options.cause instanceof Error ? options.cause.message : String(options.cause)}): reinstall it with \`npm install ${packageName}\`.`
+        : `${feature} needs the package "${packageName}", which is not installed: run \`npm install ${packageName}\` in your app.`,
+      options,
+    );
+    this.name = 'MissingDependencyError';
+    this.packageName = packageName;
+  }
+
+  /** True for a {@link MissingDependencyError} from any copy of the package. */
+  static override isInstance(error: unknown): error is MissingDependencyError {
+    return BatonError.isInstance(error) && error.code === 'missing-dependency';
+  }
+}
+
+/** The running Node.js lacks something Baton needs (e.g. `node:sqlite`, which came in Node 22.13). */
+export class UnsupportedRuntimeError extends BatonError {
+  /** What is missing, e.g. `node:sqlite`. */
+  readonly feature: string;
+
+  constructor(feature: string, message: string, options: BatonErrorOptions = {}) {
+    super('unsupported-runtime', message, options);
+    this.name = 'UnsupportedRuntimeError';
+    this.feature = feature;
+  }
+
+  /** True for an {@link UnsupportedRuntimeError} from any copy of the package. */
+  static override isInstance(error: unknown): error is UnsupportedRuntimeError {
+    return BatonError.isInstance(error) && error.code === 'unsupported-runtime';
   }
 }

@@ -384,7 +384,9 @@ describe('stateless mode', () => {
   it('carries the state in a signed token from turn to turn', async () => {
     const app = stateless();
     const first = await chat(app, RESEARCH);
-    expect(first.response.headers.get('x-orchestration-state')).toMatch(/^v1\./);
+    // The token comes at the end of the stream only: one issued with the headers would hold
+    // the state before the turn, which the turn's own token replaces (and the guard refuses).
+    expect(first.response.headers.get('x-orchestration-state')).toBeNull();
     const token = first.snapshots.at(-1)!.stateToken!;
     expect(token).toMatch(/^v1\./);
     const second = await post(
@@ -478,7 +480,7 @@ describe('access', () => {
 describe('createApp', () => {
   it('refuses two agents with one id', () => {
     expect(() => createApp({ agents: [reasoner, { ...reasoner } as AgentTemplate], model: 'offline' })).toThrow(
-      /Two agents have the id "cognitive-reasoner"/,
+      /two agents have the id "cognitive-reasoner"/,
     );
   });
 });

@@ -77,11 +77,10 @@ export const MAX_JSON_DEPTH = 100;
 /** Parses request text as JSON, or throws a 400 that says where the syntax broke. */
 export function parseJsonBody(text: string): unknown {
   if (text.trim() === '') {
-    throw new HttpError(400, 'invalid-json', 'The request body is empty; expected a JSON object.', { path: 'body' });
+    throw new HttpError('invalid-json', 'The request body is empty; expected a JSON object.', { path: 'body' });
   }
   if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
     throw new HttpError(
-      400,
       'body-too-deep',
       `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep.`,
       { path: 'body' },
@@ -91,20 +90,19 @@ export function parseJsonBody(text: string): unknown {
     return JSON.parse(text);
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
-    throw new HttpError(400, 'invalid-json', `The request body is not valid JSON: ${detail}`, { path: 'body' });
+    throw new HttpError('invalid-json', `The request body is not valid JSON: ${detail}`, { path: 'body' });
   }
 }
 
 /** Validates a chat body, including the message count limit. */
 export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-    throw new HttpError(400, 'invalid-body', 'Expected a JSON object `{ sessionId?, messages }`.', { path: 'body' });
+    throw new HttpError('invalid-body', 'Expected a JSON object `{ sessionId?, messages }`.', { path: 'body' });
   }
   const messages = (json as { messages?: unknown }).messages;
   // Counted before validation, so a huge array is refused without walking it.
   if (Array.isArray(messages) && messages.length > maxMessages) {
     throw new HttpError(
-      400,
       'too-many-messages',
       `The request has ${messages.length} messages; this server accepts at most ${maxMessages}.`,
       { path: 'body.messages' },
@@ -114,10 +112,10 @@ export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const path = issue.path.length ? `body.${formatPath(issue.path)}` : 'body';
-    throw new HttpError(400, 'invalid-body', `${path}: ${issue.message}`, { path });
+    throw new HttpError('invalid-body', `${path}: ${issue.message}`, { path });
   }
   if (!result.data.messages.some((message) => message.role === 'user')) {
-    throw new HttpError(400, 'no-user-message', 'The conversation has no user message to answer.', {
+    throw new HttpError('no-user-message', 'The conversation has no user message to answer.', {
       path: 'body.messages',
     });
   }
@@ -128,7 +126,6 @@ export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
 export function parseSessionId(value: string, path: string): string {
   if (!SESSION_ID_PATTERN.test(value)) {
     throw new HttpError(
-      400,
       'invalid-session-id',
       'A session id is 1-128 characters: letters, digits, ".", "_", ":" or "-" (not first).',
       { path },

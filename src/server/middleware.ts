@@ -1,0 +1,64 @@
+/**
+ * What every `/api` request goes through before its route: the request log, CORS, the bearer
+ * key and the body size limit, each Hono's own middleware where Hono has one.
+ */
+import type { MiddlewareHandler } from 'hono';
+import { bearerAuth } from 'hono/bearer-auth';
+import { bodyLimit } from 'hono/body-limit';
+import { cors } from 'hono/cors';
+import type { Logger } from 'pino';
+import { HttpError } from './http-errors.js';
+import { STATE_HEADER } from './session-source.js';
+
+/** The response header that names the session of a chat turn. */
+export const SESSION_HEADER = 'x-session-id';
+
+/** One line per request: method, path, status, time, and the session when there is one. */
+export function requestLog(logger: Logger): MiddlewareHandler {
+  return async (c, next) => {
+    const started = performance.now();
+    await next();
+    const status = c.res.status;
+    const entry = {
+      method: c.req.method,
+      path: c.req.path,
+      status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+      sessionId: c.res.headers.get(SESSION_HEADER) ?? undefined,
+    };
+    // A 503 is the server shedding load or waiting for its store, not a fault to page about.
+    if (status >= 500 && status !== 503) logger.error(entry, 'request');
+    else if (status >= 400) logger.warn(entry, 'request');
+    else logger.info(entry, 'request');
+  };
+}
+
+/** CORS for the given origins, exposing the session headers to browser clients. */
+export function corsFor(origins: readonly string[]): MiddlewareHandler {
+  return cors({
+    origin: [...origins],
+    allowHeaders: ['content-type', 'authorization', SESSION_HEADER, STATE_HEADER],
+    exposeHeaders: [SESSION_HEADER, STATE_HEADER],
+  });
+}
+
+/** Requires `Authorization: Bearer <apiKey>`, answering in the API's error shape. */
+export function apiKeyAuth(apiKey: string): MiddlewareHandler {
+  const message = (text: string) => ({ error: { code: 'unauthorized', message: text, path: 'header.authorization' } });
+  return bearerAuth({
+    token: apiKey,
+    noAuthenticationHeader: { message: message('Send `Authorization: Bearer <key>` (BATON_API_KEY).') },
+    invalidAuthenticationHeader: { message: message('The Authorization header is not `Bearer <key>`.') },
+    invalidToken: { message: message('The API key is wrong.') },
+  });
+}
+
+/** Refuses a body over `maxSize` bytes with `413 body-too-large`, before reading the rest. */
+export function bodySizeLimit(maxSize: number): MiddlewareHandler {
+  return bodyLimit({
+    maxSize,
+    onError: () => {
+      throw new HttpError('body-too-large', `The request body is larger than ${maxSize} bytes.`, { path: 'body' });
+    },
+  });
+}

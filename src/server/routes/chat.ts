@@ -1,0 +1,107 @@
+/**
+ * `POST /api/chat/:agentId`: one orchestrated turn, streamed. Everything a request can get
+ * wrong is refused before the turn starts (so before any model call or tool), with a 4xx
+ * saying where; a turn waits for a slot of the turn limiter first.
+ */
+import { safeValidateUIMessages, type UIMessage } from 'ai';
+import { Hono } from 'hono';
+import type { Logger } from 'pino';
+import type { OrchestrationSnapshot } from '../api-types.js';
+import { checkHistory } from '../chat-history.js';
+import { chatResponse } from '../chat-stream.js';
+import { HttpError, messagePath } from '../http-errors.js';
+import { SESSION_HEADER } from '../middleware.js';
+import { parseChatBody, parseJsonBody } from '../request-schemas.js';
+import { explainState, type Served, type ServedAgents } from '../served-agents.js';
+import { type SessionSource, STATE_HEADER } from '../session-source.js';
+import { restingSnapshot, stepSnapshot } from '../snapshots.js';
+import type { TurnLimiter } from '../turn-limiter.js';
+import { methodNotAllowed } from './method-not-allowed.js';
+
+/** What the chat route needs. */
+export interface ChatRouteOptions {
+  agents: ServedAgents;
+  sessions: SessionSource;
+  limiter: TurnLimiter;
+  maxMessages: number;
+  logger: Logger;
+}
+
+/** The chat route, to mount at `/api/chat`. */
+export function chatRoutes(options: ChatRouteOptions): Hono {
+  const { agents, sessions, limiter, maxMessages, logger } = options;
+  return new Hono()
+    .post('/:agentId', async (c) => {
+      const served = agents.get(c.req.param('agentId'));
+      const agentId = served.agent.id;
+      const signal = c.req.raw.signal;
+      const release = await limiter.acquire(signal);
+      try {
+        const body = parseChatBody(parseJsonBody(await c.req.text()), maxMessages);
+        const messages = await validMessages(body.messages, served);
+        const turn = await sessions.startTurn({
+          agentId,
+          sessionId: body.sessionId,
+          token: c.req.header(STATE_HEADER),
+        });
+        const { sessionId } = turn;
+        const steps: OrchestrationSnapshot[] = [];
+        const result = await served.agent
+          .handleMessage({
+            messages,
+            sessionId,
+            manager: turn.manager,
+            abortSignal: signal,
+            onStep: (info) => {
+              steps.push(stepSnapshot(agentId, info));
+            },
+            stream: {
+              onCallbackError: (error: unknown, callback: string) =>
+                logger.error({ err: error, sessionId, agentId }, `orchestration ${callback} failed`),
+            },
+          })
+          .catch(async (error: unknown) => {
+            await turn.abandon();
+            throw error;
+          });
+        // The slot is the turn's until the model loop has ended and its writes are stored
+        // (or a client that left stopped it), not until a slow client has read every byte.
+        const ended = result.finalOrchestrationState.then(() => turn.finish());
+        ended.then(release, release);
+        signal.addEventListener('abort', release, { once: true });
+        const final = async () => {
+          const { state, stateToken } = await ended;
+          const snapshot = restingSnapshot(agentId, state, explainState(turn.manager, served, state), true);
+          if (stateToken !== undefined) snapshot.stateToken = stateToken;
+          return snapshot;
+        };
+        return chatResponse({
+          result,
+          sessionId,
+          agentId,
+          headers: { [SESSION_HEADER]: sessionId },
+          steps,
+          final,
+          logger,
+        });
+      } catch (error) {
+        release();
+        throw error;
+      }
+    })
+    .all('/:agentId', methodNotAllowed('POST'));
+}
+
+/**
+ * The messages as the AI SDK validates them (part shapes, and each tool input against the
+ * agent's schema), then checked as a history a turn can continue.
+ */
+async function validMessages(messages: unknown[], served: Served): Promise<UIMessage[]> {
+  const validated = await safeValidateUIMessages({ messages, tools: served.agent.tools });
+  if (!validated.success) {
+    const path = messagePath(validated.error);
+    throw new HttpError('invalid-messages', `${path}: ${validated.error.message}`, { path, cause: validated.error });
+  }
+  checkHistory(validated.data, served.toolNames);
+  return validated.data;
+}

@@ -1,0 +1,316 @@
+/**
+ * Where the server's sessions come from, so that routes never ask which: stored sessions live
+ * in the manager's store (shared by every process using it); stateless sessions travel with
+ * the client as signed tokens, and each turn runs on one working copy in this process's
+ * memory, seeded from the token and dropped when the turn ends, however it ends.
+ */
+import { InvalidArgumentError } from '../core/errors.js';
+import { createState, DEFAULT_SESSION_TTL_MS, type OrchestrationState } from '../core/state.js';
+import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { memoryStore } from '../stores/memory.js';
+import type { StoreSpec } from '../stores/resolve-store.js';
+import { decodeStateToken, encodeStateToken, StateTokenError } from '../stores/state-token.js';
+import { HttpError } from './http-errors.js';
+import { createReplayGuard, noReplayGuard, type ReplayClaim, type ReplayGuard } from './replay-guard.js';
+
+/** The header that carries a stateless session's state token. */
+export const STATE_HEADER = 'x-orchestration-state';
+
+/** Options of stateless mode (`createApp({ stateless })`). */
+export interface StatelessOptions {
+  /** Signing keys; the first signs, the others still verify (rotation). At least 32 bytes each. */
+  keys: readonly string[];
+  /** Lifetime of a token in milliseconds (default 24 hours). */
+  ttl?: number;
+  /**
+   * Where the replay guard keeps each session's high-water mark (see `replay-guard.ts`): a
+   * store every process shares (`redis://…`, `postgres://…`, `sqlite:…` or a store object), so
+   * that an older token is refused by all of them. Default: this process's memory, which
+   * guards only the requests this process serves. `false` accepts any validly signed token.
+   */
+  replayStore?: StoreSpec | false;
+}
+
+/** What a chat request names: the agent, and the session it continues, if any. */
+export interface TurnRequest {
+  agentId: string;
+  /** `body.sessionId`. */
+  sessionId: string | undefined;
+  /** The `x-orchestration-state` header. */
+  token: string | undefined;
+}
+
+/** A session claimed for one chat turn. */
+export interface SessionTurn {
+  readonly sessionId: string;
+  /** The manager the turn runs on. */
+  readonly manager: OrchestrationManager;
+  /**
+   * The state once the turn's writes are done, and in stateless mode the token to continue
+   * with. Ends the turn: call it once, whether the turn completed, failed or was aborted.
+   */
+  finish(): Promise<{ state: OrchestrationState; stateToken?: string }>;
+  /** Undoes the claim of a turn that failed before it started. */
+  abandon(): Promise<void>;
+}
+
+/** A session as the session routes see it. */
+export interface SessionRead {
+  state: OrchestrationState;
+  /** Stateless mode: the manager to explain the state with. */
+  manager: OrchestrationManager;
+}
+
+/** Stored or stateless sessions behind one interface; see the module comment. */
+export interface SessionSource {
+  /** The manager agents are built on (stateless: the one that runs the working copies). */
+  readonly manager: OrchestrationManager;
+  /** True when sessions travel as tokens. */
+  readonly stateless: boolean;
+  /** Claims (or creates) the session of a chat turn for its agent. */
+  startTurn(request: TurnRequest): Promise<SessionTurn>;
+  /** The session named in a session route; a 404 when there is none. */
+  read(sessionId: string, token: string | undefined): Promise<OrchestrationState>;
+  /** Resets the session's progress; stateless: with the token to continue with. */
+  reset(sessionId: string, token: string | undefined): Promise<{ state: OrchestrationState; stateToken?: string }>;
+  /** Deletes the session (read first); stateless: spends its token, so that it is refused from then on. */
+  remove(sessionId: string, token: string | undefined): Promise<void>;
+  /** Reads through the store: its name, and why it failed when it did not answer. */
+  health(): Promise<{ store: string; error?: unknown }>;
+  /** Closes what the source opened. */
+  close(): Promise<void>;
+}
+
+/** Sessions in a manager's store. `owned`: close its store with the app. */
+export function storedSessions(manager: OrchestrationManager, owned: boolean): SessionSource {
+  const states = manager.getStateManager();
+  return {
+    manager,
+    stateless: false,
+    async startTurn({ agentId, sessionId: requested }) {
+      const sessionId = requested ?? crypto.randomUUID();
+      await claimForAgent(manager, sessionId, agentId);
+      return {
+        sessionId,
+        manager,
+        async finish() {
+          // The session exists (claimed above) unless it was deleted during the turn.
+          return { state: (await states.getState(sessionId)) ?? createState(sessionId, Date.now()) };
+        },
+        abandon: async () => undefined,
+      };
+    },
+    async read(sessionId) {
+      const state = await states.getState(sessionId);
+      if (state === null) throw sessionNotFound(sessionId);
+      return state;
+    },
+    async reset(sessionId) {
+      const state = await states.resetState(sessionId);
+      if (state === null) throw sessionNotFound(sessionId);
+      return { state };
+    },
+    async remove(sessionId) {
+      await manager.removeSession(sessionId);
+    },
+    async health() {
+      let store = 'unknown';
+      try {
+        const opened = await states.store();
+        store = opened.name;
+        await opened.get('baton-healthz');
+        return { store };
+      } catch (error) {
+        return { store, error };
+      }
+    },
+    async close() {
+      if (owned) await manager.close();
+    },
+  };
+}
+
+/** Sessions that travel as signed tokens; see the module comment and `replay-guard.ts`. */
+export function statelessSessions(options: StatelessOptions): SessionSource {
+  if (options.keys.length === 0) {
+    throw new InvalidArgumentError(
+      'stateless.keys',
+      'stateless mode needs at least one signing key (BATON_STATE_KEYS)',
+    );
+  }
+  const keys = [...options.keys];
+  const ttl = options.ttl;
+  // One store for every turn's working copy, with no sweep timer: a copy lives exactly as long
+  // as its turn, and is deleted when the turn ends.
+  const manager = createOrchestrationManager({ store: memoryStore({ sweepIntervalMs: 0 }) });
+  const states = manager.getStateManager();
+  const guard: ReplayGuard =
+    options.replayStore === false
+      ? noReplayGuard()
+      : createReplayGuard({
+          ...(options.replayStore !== undefined ? { store: options.replayStore } : {}),
+          tokenTtl: ttl ?? DEFAULT_SESSION_TTL_MS,
+        });
+  // Sessions with a working copy in this process: a second turn for one would share it.
+  const running = new Set<string>();
+
+  const decode = (token: string, sessionId: string | undefined, path: string): OrchestrationState => {
+    let state: OrchestrationState;
+    try {
+      state = decodeStateToken(token, { keys });
+    } catch (error) {
+      if (!StateTokenError.isInstance(error)) throw error;
+      throw new HttpError('invalid-state-token', error.message, { path: `header.${STATE_HEADER}`, cause: error });
+    }
+    if (sessionId !== undefined && sessionId !== state.sessionId) {
+      throw new HttpError(
+        'session-mismatch',
+        `The state token is for session "${state.sessionId}", not "${sessionId}".`,
+        { path },
+      );
+    }
+    return state;
+  };
+  const required = (token: string | undefined): string => {
+    if (token !== undefined) return token;
+    throw new HttpError(
+      'missing-state-token',
+      `This server is stateless: send the session's state in the ${STATE_HEADER} header.`,
+      { path: `header.${STATE_HEADER}` },
+    );
+  };
+  const sign = (state: OrchestrationState): string =>
+    encodeStateToken(state, { keys, ...(ttl !== undefined ? { ttl } : {}) });
+
+  /**
+   * Claims the session and seeds its working copy; `work` runs on it. The copy's versions
+   * restart at 1, so the state signed at the end carries the token's version plus the copy's:
+   * always above the version claimed, and growing along the session's chain of tokens.
+   */
+  const withWorkingCopy = async <T>(
+    sessionId: string,
+    carried: OrchestrationState | undefined,
+    work: (claim: ReplayClaim, base: number) => Promise<T>,
+  ): Promise<T> => {
+    if (running.has(sessionId)) {
+      throw stale(`A turn of session "${sessionId}" is already running; continue with the token it ends with.`);
+    }
+    const claim = await guard.claim(sessionId, carried?.version);
+    if (claim === undefined) {
+      throw stale(
+        carried === undefined
+          ? `Session "${sessionId}" exists: continue it with its latest state token, or start a new session without a sessionId.`
+          : `This state token of session "${sessionId}" was already used, and a newer one replaces it; send the latest token (the stateToken of the last turn's final data-orchestration part).`,
+      );
+    }
+    running.add(sessionId);
+    try {
+      if (carried) await states.modify(sessionId, () => carried);
+      return await work(claim, carried?.version ?? 0);
+    } catch (error) {
+      running.delete(sessionId);
+      await states.cleanupSession(sessionId).catch(() => undefined);
+      await claim.release().catch(() => undefined);
+      throw error;
+    }
+  };
+  const signed = (state: OrchestrationState, base: number): string => sign({ ...state, version: base + state.version });
+  const drop = async (sessionId: string) => {
+    running.delete(sessionId);
+    await states.cleanupSession(sessionId);
+  };
+
+  return {
+    manager,
+    stateless: true,
+    async startTurn({ agentId, sessionId: requested, token }) {
+      const carried = token === undefined ? undefined : decode(token, requested, 'body.sessionId');
+      const sessionId = carried?.sessionId ?? requested ?? crypto.randomUUID();
+      return withWorkingCopy(sessionId, carried, async (claim, base) => {
+        await claimForAgent(manager, sessionId, agentId);
+        let ended: Promise<{ state: OrchestrationState; stateToken: string }> | undefined;
+        return {
+          sessionId,
+          manager,
+          finish() {
+            ended ??= (async () => {
+              try {
+                const state = (await states.getState(sessionId)) ?? createState(sessionId, Date.now());
+                return { state, stateToken: signed(state, base) };
+              } finally {
+                await drop(sessionId);
+              }
+            })();
+            return ended;
+          },
+          async abandon() {
+            if (ended) return;
+            await drop(sessionId);
+            await claim.release();
+          },
+        };
+      });
+    },
+    async read(sessionId, token) {
+      // A read changes nothing and shows only what the token holds, so any valid token will do.
+      return decode(required(token), sessionId, 'path.sessionId');
+    },
+    async reset(sessionId, token) {
+      const carried = decode(required(token), sessionId, 'path.sessionId');
+      return withWorkingCopy(sessionId, carried, async (_claim, base) => {
+        try {
+          const state = (await states.resetState(sessionId)) ?? carried;
+          return { state, stateToken: signed(state, base) };
+        } finally {
+          await drop(sessionId);
+        }
+      });
+    },
+    async remove(sessionId, token) {
+      const carried = decode(required(token), sessionId, 'path.sessionId');
+      // Nothing is kept here to delete: claiming spends the token, so it is refused from now on.
+      await withWorkingCopy(sessionId, carried, async () => {
+        await drop(sessionId);
+      });
+    },
+    async health() {
+      try {
+        await guard.ping();
+        return { store: 'stateless' };
+      } catch (error) {
+        return { store: 'stateless', error };
+      }
+    },
+    async close() {
+      await guard.close();
+      await manager.close();
+    },
+  };
+}
+
+/**
+ * Stamps the session with its agent on first use, atomically, and refuses a session that
+ * another agent owns: its steps and sequence position mean nothing to a different template.
+ */
+async function claimForAgent(manager: OrchestrationManager, sessionId: string, agentId: string): Promise<void> {
+  const state = await manager
+    .getStateManager()
+    .modify(sessionId, (current) => (current.agentId === undefined ? { ...current, agentId } : current));
+  if (state.agentId !== agentId) {
+    throw new HttpError(
+      'session-of-another-agent',
+      `Session "${sessionId}" belongs to agent "${state.agentId}"; start a new session for "${agentId}".`,
+      { path: 'body.sessionId' },
+    );
+  }
+}
+
+function sessionNotFound(sessionId: string): HttpError {
+  return new HttpError('session-not-found', `No session "${sessionId}" (it may have expired).`, {
+    path: 'path.sessionId',
+  });
+}
+
+function stale(message: string): HttpError {
+  return new HttpError('stale-state-token', message, { path: `header.${STATE_HEADER}` });
+}
