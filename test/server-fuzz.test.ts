@@ -687,7 +687,7 @@ function signedOddState(g: Gen, sessionId: string): string {
   if (g(fc.boolean)) state.recentlyUsedTools = g(toolHistory);
   if (g(fc.boolean)) state.agentId = pick(g, [...AGENT_IDS, 'ghost-agent', '']);
   if (g(fc.boolean)) state.lastMessageKey = g(fc.string, { maxLength: 20 });
-  if (g(fc.boolean)) state.recordedToolCallIds = g(callIds);
+  if (g(fc.boolean)) state.toolCallIds = g(callIds);
   if (g(fc.boolean)) state.cumulativeTokenUsage = { promptTokens: 1e12, completionTokens: 7, totalTokens: 3 };
   const keys = g(fc.nat, { max: 5 }) === 0 ? [FOREIGN_KEY] : [pick(g, [KEY_A, KEY_B])];
   const expired = g(fc.nat, { max: 5 }) === 0;

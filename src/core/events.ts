@@ -15,7 +15,9 @@ export type ToolDenial =
    * Whether the call may run depends on calls still running in this session (another turn's),
    * or too many are running: it is refused rather than risk running out of order.
    */
-  | { code: 'pending'; message: string; running: readonly string[] };
+  | { code: 'pending'; message: string; running: readonly string[] }
+  /** A newer user message arrived in the session: this turn may not start tools any more. */
+  | { code: 'superseded'; message: string };
 
 /** Events emitted by the engine. */
 export type OrchestrationEvent =

@@ -40,10 +40,11 @@ export interface OrchestrationState {
    */
   toolCallIds?: string[];
   /**
-   * Reserved tool calls that have not finished, in reservation order (SPEC section 7). A
-   * concurrent turn, `explain` and the inspector all see them. See {@link PendingCall}.
+   * The pending log: reserved tool calls that have not finished, and what arrived behind
+   * them, in order (SPEC section 7). A concurrent turn, `explain` and the inspector all see
+   * it. See {@link PendingEntry}.
    */
-  pending?: PendingCall[];
+  pending?: PendingEntry[];
   /**
    * The agent this session belongs to, when a server created it: a session is served by one
    * agent only. Library users may leave it unset.
@@ -51,23 +52,40 @@ export interface OrchestrationState {
   agentId?: string;
 }
 
-/**
- * A tool call that was authorized and reserved before it runs. It holds its place in the
- * session (its sequence position, its entry in recency windows) until it is committed
- * (the tool completed), released (it threw) or its lease ends (its process died).
- */
-export interface PendingCall {
-  /** The tool call's id (the AI SDK's `toolCallId`). */
-  id: string;
-  tool: string;
-  /** End of the lease, in milliseconds since the epoch. */
-  expiresAt: number;
-  /**
-   * True once the tool completed while an earlier reservation is still running: calls are
-   * committed in reservation order, so the history equals a serial run of the reservations.
-   */
-  done?: boolean;
+/** A user message kept in the pending log: its identity and text (for message conditions). */
+export interface PendingMessage {
+  key: string;
+  text: string;
 }
+
+/**
+ * One entry of the pending log (`state.pending`): what happened to a session since its
+ * oldest reserved call that has not finished, in arrival order. The committed fields of the
+ * state are everything before it; the log is replayed in order as its calls finish, so the
+ * session always ends up as a serial run of reservations and messages in arrival order.
+ *
+ * - `call`: a tool call authorized and reserved before it runs. It holds its place (its
+ *   sequence position, its entry in recency windows) until it completes (`done`), throws
+ *   (removed) or its lease ends (removed: its process died or it ran too long). The head of
+ *   the log is always a running call, and carries the user message in effect there.
+ * - `message`: a user message that arrived behind a running call.
+ * - `used`: a tool recorded without a reservation (the seed's `processToolUsage`).
+ */
+export type PendingEntry =
+  | {
+      kind: 'call';
+      /** The tool call's id (the AI SDK's `toolCallId`). */
+      id: string;
+      tool: string;
+      /** End of the lease, in milliseconds since the epoch. */
+      expiresAt: number;
+      /** True once the tool completed while an earlier call still runs. */
+      done?: boolean;
+      /** The user message in effect at this point (head of the log only). */
+      message?: PendingMessage;
+    }
+  | ({ kind: 'message' } & PendingMessage)
+  | { kind: 'used'; tool: string };
 
 /** How many recent tool call ids a state remembers to refuse repeats. */
 export const TOOL_CALL_IDS_LIMIT = 256;
@@ -191,21 +209,30 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
   ) {
     fail('toolCallIds', 'an array of strings');
   }
-  if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingCall))) {
-    fail('pending', 'an array of {id, tool, expiresAt, done?} reservations');
+  if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
+    fail('pending', 'an array of pending log entries (call, message or used)');
   }
   return value as OrchestrationState;
 }
 
-function isPendingCall(value: unknown): boolean {
+function isPendingEntry(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return false;
   const p = value as Record<string, unknown>;
+  if (p.kind === 'message') return isMessage(p);
+  if (p.kind === 'used') return typeof p.tool === 'string';
   return (
+    p.kind === 'call' &&
     typeof p.id === 'string' &&
     typeof p.tool === 'string' &&
     isCount(p.expiresAt) &&
-    (p.done === undefined || typeof p.done === 'boolean')
+    (p.done === undefined || typeof p.done === 'boolean') &&
+    (p.message === undefined || isMessage(p.message))
   );
+}
+
+function isMessage(value: unknown): boolean {
+  const m = value as Record<string, unknown> | null;
+  return typeof m === 'object' && m !== null && typeof m.key === 'string' && typeof m.text === 'string';
 }
 
 function isCount(value: unknown): value is number {

@@ -12,11 +12,17 @@
  * order: a call that completes while an earlier one still runs waits (`done: true`), so the
  * history is always that of a serial run of the reservations.
  *
- * A running call's outcome is unknown, so a new request is allowed only when it would be
- * allowed whichever of the running calls complete or fail (every combination, in reservation
+ * While a call runs, what arrives behind it (user messages, more reservations, unenforced
+ * records) waits in the same log, `state.pending`, and is replayed in arrival order as calls
+ * finish: the committed state is always a serial run of everything before the oldest running
+ * call. A running call's outcome is unknown, so a new request is allowed only when it would be
+ * allowed whichever of the running calls complete or fail (every combination, replayed in
  * order); when the answer depends on them the request is refused with reason `pending`. So
  * the calls that run are exactly those a serial run of their reservations allows; the price
  * is that a call racing a running one may be refused where waiting would have let it run.
+ *
+ * A turn whose user message is no longer the session's latest (a concurrent turn brought a
+ * newer one) may not start tools: its requests are refused as `superseded`.
  */
 import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
@@ -30,7 +36,13 @@ import {
   viewStep,
 } from './engine.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
-import { type OrchestrationState, type PendingCall, TOOL_CALL_IDS_LIMIT, type TokenUsage } from './state.js';
+import {
+  type OrchestrationState,
+  type PendingEntry,
+  type PendingMessage,
+  TOOL_CALL_IDS_LIMIT,
+  type TokenUsage,
+} from './state.js';
 
 /** What can happen to a session; see each member. */
 export type TransitionInput =
@@ -113,7 +125,7 @@ export interface TransitionResult {
 export const DEFAULT_LEASE_MS = 120_000;
 
 /**
- * Most reserved calls that may run at once in one session. Deciding a request looks at every
+ * Most reserved calls that may run at once in one session. Deciding a request replays every
  * combination of their outcomes (2^n), so beyond this a request is refused as `pending`.
  */
 export const MAX_RUNNING_CALLS = 8;
@@ -129,9 +141,16 @@ export function transition(
   let current = expireLeases(plan, state, context, events);
   let decision: TransitionDecision | undefined;
   switch (input.type) {
-    case 'user-message':
-      current = collect(handleMessage(plan, current, context.message), events);
+    case 'user-message': {
+      const message = context.message;
+      if (current.pending === undefined) {
+        current = collect(handleMessage(plan, current, message), events);
+      } else if (message !== undefined && message.key !== currentMessageKey(current)) {
+        // Behind a running call: replayed after it, in arrival order.
+        current = appendEntry(current, { kind: 'message', key: message.key, text: message.text });
+      }
       break;
+    }
     case 'step-started':
       decision = decideStep(plan, current, input.agentTools, context, events);
       break;
@@ -141,8 +160,17 @@ export function transition(
       current = rememberCallId(current, input.toolCallId);
       if (tool.allowed) {
         const lease = context.leaseMs ?? DEFAULT_LEASE_MS;
-        const call: PendingCall = { id: input.toolCallId, tool: input.tool, expiresAt: context.now + lease };
-        current = { ...current, pending: [...(current.pending ?? []), call] };
+        const call: PendingEntry = {
+          kind: 'call',
+          id: input.toolCallId,
+          tool: input.tool,
+          expiresAt: context.now + lease,
+        };
+        // The head of the log carries the message in effect, for replaying what follows it.
+        if (current.pending === undefined && context.message !== undefined) {
+          call.message = { key: context.message.key, text: context.message.text };
+        }
+        current = appendEntry(current, call);
         events.push({
           type: 'tool-reserved',
           sessionId: state.sessionId,
@@ -165,7 +193,7 @@ export function transition(
     }
     case 'tool-completed': {
       const pending = current.pending ?? [];
-      const index = pending.findIndex((call) => call.id === input.toolCallId);
+      const index = pending.findIndex((entry) => entry.kind === 'call' && entry.id === input.toolCallId);
       if (index < 0) {
         // Its lease ended (or it was never reserved): its place may have gone to another call.
         events.push({
@@ -178,44 +206,30 @@ export function transition(
         break;
       }
       const marked = pending.slice();
-      marked[index] = { ...pending[index]!, done: true };
-      current = flush(plan, { ...current, pending: marked }, context, events);
+      marked[index] = { ...(pending[index] as CallEntry), done: true };
+      current = settle(plan, current, marked, context, events);
       break;
     }
     case 'tool-failed': {
       const pending = current.pending ?? [];
-      const index = pending.findIndex((call) => call.id === input.toolCallId);
+      const index = pending.findIndex((entry) => entry.kind === 'call' && entry.id === input.toolCallId);
       if (index < 0) break;
       events.push({
         type: 'tool-released',
         sessionId: state.sessionId,
-        tool: pending[index]!.tool,
+        tool: (pending[index] as CallEntry).tool,
         toolCallId: input.toolCallId,
         reason: 'failed',
       });
-      current = flush(
-        plan,
-        withPending(
-          current,
-          pending.filter((_, i) => i !== index),
-        ),
-        context,
-        events,
-      );
+      current = settle(plan, current, removeCall(pending, index), context, events);
       break;
     }
     case 'tool-used': {
       const id = input.toolCallId;
       if (id !== undefined && hasSeen(current, id)) break;
       if (id !== undefined) current = rememberCallId(current, id);
-      current = collect(
-        recordToolUse(plan, current, {
-          tool: input.tool,
-          message: context.message,
-          historyLimit: context.historyLimit,
-        }),
-        events,
-      );
+      if (current.pending !== undefined) current = appendEntry(current, { kind: 'used', tool: input.tool });
+      else current = collect(record(plan, current, input.tool, context.message, context, false), events);
       break;
     }
     case 'usage':
@@ -289,6 +303,15 @@ export function decideToolCall(
       safeAllowedTools(plan, state, agentTools, context),
     );
   }
+  if (isSuperseded(state, context)) {
+    return deny(
+      {
+        code: 'superseded',
+        message: 'a newer user message arrived in this session, so this turn may not start tools; answer without tools',
+      },
+      [],
+    );
+  }
   if (call.offered !== undefined && !call.offered.includes(tool)) {
     return deny(
       { code: 'not-offered', offered: call.offered, message: `"${tool}" was not offered for this model step` },
@@ -296,7 +319,7 @@ export function decideToolCall(
     );
   }
   const running = runningTools(state);
-  if (running.length > MAX_RUNNING_CALLS) {
+  if (running.length >= MAX_RUNNING_CALLS) {
     return deny(
       {
         code: 'pending',
@@ -333,11 +356,26 @@ export function decideToolCall(
 /** Tools of the reserved calls still running, oldest first. */
 export function runningTools(state: OrchestrationState): string[] {
   const pending = state.pending;
-  if (pending === undefined || pending.length === 0) return [];
+  if (pending === undefined) return [];
   const out: string[] = [];
-  for (const call of pending) if (!call.done) out.push(call.tool);
+  for (const entry of pending) if (entry.kind === 'call' && !entry.done) out.push(entry.tool);
   return out;
 }
+
+/**
+ * The session as it stands if every running call fails: what is known for sure. For views
+ * (`explain`, the inspector); decisions consider every outcome.
+ */
+export function settledState(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  context: TransitionContext,
+): OrchestrationState {
+  if (state.pending === undefined) return state;
+  return replay(plan, state, 0, context);
+}
+
+type CallEntry = Extract<PendingEntry, { kind: 'call' }>;
 
 function decideStep(
   plan: OrchestrationPlan,
@@ -346,16 +384,14 @@ function decideStep(
   context: TransitionContext,
   events: OrchestrationEvent[],
 ): StepDecision {
-  const view = viewStep(plan, state, agentTools);
-  if (view.sequence?.blocked) events.push(...allowedTools(plan, state, agentTools).events);
+  const known = settledState(plan, state, context);
+  const view = viewStep(plan, known, agentTools);
+  if (view.sequence?.blocked) events.push(...allowedTools(plan, known, agentTools).events);
   const running = runningTools(state);
-  return {
-    type: 'step',
-    activeStep: view.activeStep?.name,
-    sequence: view.sequence,
-    allowedTools: running.length === 0 ? view.allowedTools : safeAllowedTools(plan, state, agentTools, context),
-    running,
-  };
+  let offered = view.allowedTools;
+  if (isSuperseded(state, context)) offered = [];
+  else if (running.length > 0) offered = safeAllowedTools(plan, state, agentTools, context);
+  return { type: 'step', activeStep: view.activeStep?.name, sequence: view.sequence, allowedTools: offered, running };
 }
 
 /** The tools allowed in every outcome of the running calls (all of them when none runs). */
@@ -365,7 +401,7 @@ function safeAllowedTools(
   agentTools: readonly string[],
   context: TransitionContext,
 ): readonly string[] {
-  if (runningTools(state).length > MAX_RUNNING_CALLS) return [];
+  if (runningTools(state).length >= MAX_RUNNING_CALLS) return [];
   let safe: readonly string[] | undefined;
   forEachOutcome(plan, state, context, (outcome) => {
     const tools = allowedTools(plan, outcome, agentTools).tools;
@@ -374,65 +410,89 @@ function safeAllowedTools(
   return safe ?? [];
 }
 
-/**
- * Calls `visit` with the state after each combination of outcomes of the running calls
- * (completed ones commit in reservation order, failed ones vanish). With none running, that
- * is `state` itself, once.
- */
+/** Calls `visit` with the session after each combination of outcomes of the running calls. */
 function forEachOutcome(
   plan: OrchestrationPlan,
   state: OrchestrationState,
   context: TransitionContext,
   visit: (outcome: OrchestrationState) => void,
 ): void {
-  const pending = state.pending;
-  if (pending === undefined || pending.length === 0) {
+  if (state.pending === undefined) {
     visit(state);
     return;
   }
-  const base: OrchestrationState = { ...state, pending: undefined };
-  let runningCount = 0;
-  for (const call of pending) if (!call.done) runningCount++;
-  for (let mask = 0; mask < 1 << runningCount; mask++) {
-    let outcome = base;
-    let bit = 0;
-    for (const call of pending) {
-      let completes = true;
-      if (call.done !== true) completes = (mask & (1 << bit++)) !== 0;
-      if (completes) outcome = commit(plan, outcome, call, context).state;
-    }
-    visit(outcome);
-  }
+  const combinations = 1 << runningTools(state).length;
+  for (let mask = 0; mask < combinations; mask++) visit(replay(plan, state, mask, context));
 }
 
-function commit(plan: OrchestrationPlan, state: OrchestrationState, call: PendingCall, context: TransitionContext) {
-  return recordToolUse(plan, state, {
-    tool: call.tool,
-    message: context.message,
-    historyLimit: context.historyLimit,
-    reserved: true,
-  });
-}
-
-/** Commits the completed calls at the head of the reservation queue. */
-function flush(
+/**
+ * Replays the pending log on the committed state: running call number i (in log order)
+ * completes when bit i of `completes` is set; done calls complete; messages and unenforced
+ * records apply in their place. Events are dropped: this is a what-if.
+ */
+function replay(
   plan: OrchestrationPlan,
   state: OrchestrationState,
+  completes: number,
+  context: TransitionContext,
+): OrchestrationState {
+  const pending = state.pending ?? [];
+  let current: OrchestrationState = { ...state, pending: undefined };
+  let message = headMessage(pending, context);
+  let bit = 0;
+  for (const entry of pending) {
+    if (entry.kind === 'message') {
+      message = messageInfo(entry);
+      current = handleMessage(plan, current, message).state;
+    } else if (entry.kind === 'used') {
+      current = record(plan, current, entry.tool, message, context, false).state;
+    } else {
+      const done = entry.done === true || (completes & (1 << bit)) !== 0;
+      if (entry.done !== true) bit++;
+      if (done) current = record(plan, current, entry.tool, message, context, true).state;
+    }
+  }
+  return current;
+}
+
+/**
+ * Sets the log to `pending` and folds everything before its first running call into the
+ * committed state, for real (with events). The new head carries the message in effect.
+ */
+function settle(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  pending: readonly PendingEntry[],
   context: TransitionContext,
   events: OrchestrationEvent[],
 ): OrchestrationState {
-  const pending = state.pending;
-  if (pending === undefined || pending.length === 0 || !pending[0]!.done) return state;
   let current: OrchestrationState = state;
+  let message = headMessage(state.pending ?? pending, context);
   let head = 0;
-  while (head < pending.length && pending[head]!.done) {
-    current = collect(commit(plan, current, pending[head]!, context), events);
-    head++;
+  for (; head < pending.length; head++) {
+    const entry = pending[head]!;
+    if (entry.kind === 'call' && entry.done !== true) break;
+    if (entry.kind === 'message') {
+      message = messageInfo(entry);
+      current = collect(handleMessage(plan, current, message), events);
+    } else if (entry.kind === 'used') {
+      current = collect(record(plan, current, entry.tool, message, context, false), events);
+    } else {
+      current = collect(record(plan, current, entry.tool, message, context, true), events);
+    }
   }
-  return withPending(current, pending.slice(head));
+  if (head === pending.length) return { ...current, pending: undefined };
+  const rest = pending.slice(head);
+  const first = rest[0] as CallEntry;
+  const carried: PendingMessage | undefined = message && { key: message.key, text: message.text };
+  if (first.message?.key !== carried?.key) {
+    const { message: _dropped, ...call } = first;
+    rest[0] = carried === undefined ? call : { ...call, message: carried };
+  }
+  return { ...current, pending: rest };
 }
 
-/** Releases reservations whose lease ended, then commits what they held up. */
+/** Releases reservations whose lease ended, then folds in what they held up. */
 function expireLeases(
   plan: OrchestrationPlan,
   state: OrchestrationState,
@@ -440,33 +500,90 @@ function expireLeases(
   events: OrchestrationEvent[],
 ): OrchestrationState {
   const pending = state.pending;
-  if (pending === undefined || pending.length === 0) return state;
-  let kept: PendingCall[] | undefined;
-  for (let i = 0; i < pending.length; i++) {
-    const call = pending[i]!;
+  if (pending === undefined) return state;
+  let kept: PendingEntry[] = pending as PendingEntry[];
+  for (let i = kept.length - 1; i >= 0; i--) {
+    const entry = kept[i]!;
     // A completed call waiting for an earlier one keeps its place: it did run.
-    if (!call.done && call.expiresAt <= context.now) {
-      kept ??= pending.slice(0, i);
+    if (entry.kind === 'call' && entry.done !== true && entry.expiresAt <= context.now) {
       events.push({
         type: 'tool-released',
         sessionId: state.sessionId,
-        tool: call.tool,
-        toolCallId: call.id,
+        tool: entry.tool,
+        toolCallId: entry.id,
         reason: 'expired',
       });
-    } else kept?.push(call);
+      kept = removeCall(kept, i);
+    }
   }
-  if (kept === undefined) return state;
-  return flush(plan, withPending(state, kept), context, events);
+  if (kept === pending) return state;
+  return settle(plan, state, kept, context, events);
 }
 
-function withPending(state: OrchestrationState, pending: PendingCall[]): OrchestrationState {
-  return { ...state, pending: pending.length === 0 ? undefined : pending };
+/** `pending` without the call at `index`; a head's message passes to the next entry. */
+function removeCall(pending: readonly PendingEntry[], index: number): PendingEntry[] {
+  const out = pending.filter((_, i) => i !== index);
+  const removed = pending[index] as CallEntry;
+  if (index === 0 && removed.message !== undefined) {
+    const next = out[0];
+    // What followed the removed head was replayed under its message: keep it in effect.
+    if (next !== undefined && next.kind !== 'message') {
+      if (next.kind === 'call') out[0] = { ...next, message: next.message ?? removed.message };
+      else out.unshift({ kind: 'message', ...removed.message });
+    }
+  }
+  return out;
+}
+
+function record(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  message: MessageInfo | undefined,
+  context: TransitionContext,
+  reserved: boolean,
+) {
+  return recordToolUse(plan, state, { tool, message, historyLimit: context.historyLimit, reserved });
+}
+
+/** The user message in effect at the head of the log. */
+function headMessage(pending: readonly PendingEntry[], context: TransitionContext): MessageInfo | undefined {
+  const head = pending[0];
+  if (head?.kind === 'call' && head.message !== undefined) return messageInfo(head.message);
+  return context.message;
+}
+
+function messageInfo(message: PendingMessage): MessageInfo {
+  return { key: message.key, text: message.text, lower: message.text.toLowerCase() };
+}
+
+/** The key of the latest user message the session has seen, behind running calls included. */
+function currentMessageKey(state: OrchestrationState): string | undefined {
+  const pending = state.pending;
+  if (pending !== undefined) {
+    for (let i = pending.length - 1; i >= 0; i--) {
+      const entry = pending[i]!;
+      if (entry.kind === 'message') return entry.key;
+    }
+  }
+  return state.lastMessageKey;
+}
+
+/** True when the turn's message is not the session's latest: a newer turn took over. */
+function isSuperseded(state: OrchestrationState, context: TransitionContext): boolean {
+  const message = context.message;
+  if (message === undefined) return false;
+  const latest = currentMessageKey(state);
+  return latest !== undefined && latest !== message.key;
+}
+
+function appendEntry(state: OrchestrationState, entry: PendingEntry): OrchestrationState {
+  return { ...state, pending: [...(state.pending ?? []), entry] };
 }
 
 function hasSeen(state: OrchestrationState, toolCallId: string): boolean {
   if (state.toolCallIds?.includes(toolCallId)) return true;
-  return state.pending?.some((call) => call.id === toolCallId) === true;
+  return state.pending?.some((entry) => entry.kind === 'call' && entry.id === toolCallId) === true;
 }
 
 function rememberCallId(state: OrchestrationState, toolCallId: string): OrchestrationState {
@@ -479,7 +596,7 @@ function rememberCallId(state: OrchestrationState, toolCallId: string): Orchestr
 function collect(
   result: { state: OrchestrationState; events: readonly OrchestrationEvent[] },
   into: OrchestrationEvent[],
-) {
+): OrchestrationState {
   if (result.events.length > 0) into.push(...result.events);
   return result.state;
 }

@@ -2,7 +2,7 @@
  * The in-process store: the library's default. Atomic because `update` reads, computes and
  * writes without yielding to the event loop.
  */
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
 import { assertSessionId, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -58,7 +58,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
   }
 
   function checkOpen() {
-    if (closed) throw new InvalidArgumentError('store', 'the memory store was closed');
+    if (closed) throw new StoreClosedError('memory');
   }
 
   function sweepNow(): number {

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import pg from 'pg';
-import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -185,7 +185,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
   }
 
   function checkOpen() {
-    if (closed) throw new InvalidArgumentError('store', 'the postgres store was closed');
+    if (closed) throw new StoreClosedError('postgres');
   }
 
   async function ready(): Promise<void> {

@@ -27,7 +27,7 @@
  */
 import { hash } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
-import { BatonError, InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -276,7 +276,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   );
 
   function checkOpen() {
-    if (closed) throw new InvalidArgumentError('store', 'the redis store was closed');
+    if (closed) throw new StoreClosedError('redis');
   }
 
   function waitReady(what: string, deadline: number): Promise<void> {

@@ -11,7 +11,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatonError, InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
+import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -154,7 +154,7 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
   let closed = false;
 
   function checkOpen() {
-    if (closed) throw new InvalidArgumentError('store', 'the sqlite store was closed');
+    if (closed) throw new StoreClosedError('sqlite');
   }
 
   /**

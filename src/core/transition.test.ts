@@ -1,0 +1,275 @@
+import { describe, expect, it } from 'vitest';
+import { compileOrchestration } from './compile.js';
+import type { OrchestrationEvent } from './events.js';
+import { latestUserMessage } from './messages.js';
+import type { OrchestrationConfig } from './schema.js';
+import { createState, type OrchestrationState } from './state.js';
+import {
+  MAX_RUNNING_CALLS,
+  runningTools,
+  settledState,
+  type TransitionContext,
+  type TransitionInput,
+  transition,
+} from './transition.js';
+
+const m1 = latestUserMessage([{ role: 'user', content: 'research cats', id: 'm1' }]);
+const m2 = latestUserMessage([{ role: 'user', content: 'research dogs', id: 'm2' }]);
+const tools = ['search', 'think', 'reflect', 'pay', 'summarize', 'free'];
+
+/** A session driven by hand: every input returns its decision and events. */
+function session(config: OrchestrationConfig, options: { leaseMs?: number } = {}) {
+  const plan = compileOrchestration(config);
+  let state: OrchestrationState = createState('s', 0);
+  let now = 0;
+  const log: OrchestrationEvent[] = [];
+  const run = (input: TransitionInput, message = m1) => {
+    const context: TransitionContext = { now, message, leaseMs: options.leaseMs ?? 1_000 };
+    const result = transition(plan, state, input, context);
+    state = result.state;
+    log.push(...result.events);
+    return result;
+  };
+  return {
+    get state() {
+      return state;
+    },
+    settled: () => settledState(plan, state, { now, message: m1 }),
+    log,
+    tick: (ms: number) => {
+      now += ms;
+    },
+    message: (message = m1) => run({ type: 'user-message' }, message),
+    request: (tool: string, toolCallId: string, message = m1) =>
+      run({ type: 'tool-requested', tool, toolCallId, agentTools: tools }, message).decision as {
+        allowed: boolean;
+        reason?: { code: string; message: string };
+        allowedTools?: readonly string[];
+      },
+    complete: (toolCallId: string, message = m1) => run({ type: 'tool-completed', toolCallId }, message),
+    fail: (toolCallId: string) => run({ type: 'tool-failed', toolCallId }),
+    offered: (message = m1) =>
+      (run({ type: 'step-started', agentTools: tools }, message).decision as { allowedTools: readonly string[] })
+        .allowedTools,
+  };
+}
+
+const research: OrchestrationConfig = {
+  steps: [
+    {
+      name: 'Research',
+      conditions: [{ type: 'message_contains', value: 'research' }],
+      sequence: ['search', 'think', 'reflect'],
+      resetSequenceOn: ['new_message'],
+    },
+  ],
+};
+
+describe('transition: reserve before run', () => {
+  it('reserves an allowed call, commits it on completion, and the sequence advances then', () => {
+    const s = session(research);
+    s.message();
+    expect(s.request('search', 'c1')).toMatchObject({ allowed: true });
+    // Reserved, not yet recorded: the history is what has run.
+    expect(s.state.recentlyUsedTools).toEqual([]);
+    expect(runningTools(s.state)).toEqual(['search']);
+    expect(s.log.at(-1)).toMatchObject({ type: 'tool-reserved', tool: 'search', toolCallId: 'c1' });
+    s.complete('c1');
+    expect(s.state).toMatchObject({ recentlyUsedTools: ['search'], sequenceIndex: 1 });
+    expect(s.state.pending).toBeUndefined();
+    expect(s.log.map((e) => e.type)).toContain('sequence-advanced');
+  });
+
+  it('releases a call whose tool threw: nothing recorded, the position is free again', () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'c1');
+    s.fail('c1');
+    expect(s.state).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
+    expect(s.state.pending).toBeUndefined();
+    expect(s.log.at(-1)).toMatchObject({ type: 'tool-released', reason: 'failed', toolCallId: 'c1' });
+    expect(s.request('search', 'c2')).toMatchObject({ allowed: true });
+  });
+
+  it('refuses a second call at a position a running call holds, and the next position until it commits', () => {
+    const s = session(research);
+    s.message();
+    expect(s.request('search', 'a')).toMatchObject({ allowed: true });
+    // Whether these may run depends on how "a" ends: refused, never run out of order.
+    expect(s.request('search', 'b')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(s.request('think', 'c')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    // Nothing is offered while the answer depends on the running call.
+    expect(s.offered()).toEqual([]);
+    s.complete('a');
+    expect(s.offered()).toEqual(['think']);
+    expect(s.request('think', 'd')).toMatchObject({ allowed: true });
+  });
+
+  it('allows a tool that is allowed whatever a running call does, and refuses one that is not', () => {
+    const s = session({ steps: [{ name: 'Open', isDefault: true }] });
+    s.message();
+    expect(s.request('search', 'a')).toMatchObject({ allowed: true });
+    expect(s.request('think', 'b')).toMatchObject({ allowed: true });
+    expect(s.request('ghost', 'c')).toMatchObject({ allowed: false, reason: { code: 'no-such-tool' } });
+  });
+
+  it('runs a once-only tool once however many requests race for it', () => {
+    // "pay" is allowed until it was used: then the Done step, which denies it, takes over.
+    const s = session({
+      steps: [
+        { name: 'Done', conditions: [{ type: 'tool_used', value: 'pay' }], availableTools: { denied: ['pay'] } },
+        { name: 'Checkout', isDefault: true, availableTools: { allowed: ['pay'] } },
+      ],
+    });
+    s.message();
+    const decisions = Array.from({ length: 10 }, (_, i) => s.request('pay', `p${i}`));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(1);
+    s.complete('p0');
+    expect(s.request('pay', 'later')).toMatchObject({ allowed: false, reason: { code: 'denied' } });
+    expect(s.state.recentlyUsedTools).toEqual(['pay']);
+  });
+
+  it('does not allow a tool that depends on a running call having succeeded', () => {
+    // summarize is allowed only after search was used: while search runs, the answer is unknown.
+    const s = session({
+      steps: [
+        {
+          name: 'After',
+          conditions: [{ type: 'tool_used', value: 'search' }],
+          availableTools: { allowed: ['summarize'] },
+        },
+        { name: 'Before', isDefault: true, availableTools: { allowed: ['search'] } },
+      ],
+    });
+    s.message();
+    s.request('search', 'a');
+    expect(s.request('summarize', 'b')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.fail('a');
+    expect(s.request('summarize', 'c')).toMatchObject({ allowed: false, reason: { code: 'not-allowed' } });
+  });
+
+  it('commits in reservation order, whatever order the tools finish in', () => {
+    const s = session({ steps: [{ name: 'Open', isDefault: true }] });
+    s.message();
+    s.request('search', 'a');
+    s.request('think', 'b');
+    s.request('reflect', 'c');
+    s.complete('c');
+    s.complete('b');
+    // c and b finished, but a still runs: nothing is committed past it.
+    expect(s.state.recentlyUsedTools).toEqual([]);
+    expect(runningTools(s.state)).toEqual(['search']);
+    s.complete('a');
+    expect(s.state.recentlyUsedTools).toEqual(['search', 'think', 'reflect']);
+    expect(s.state.pending).toBeUndefined();
+  });
+
+  it(`refuses more than ${MAX_RUNNING_CALLS} calls running at once`, () => {
+    const s = session({ steps: [{ name: 'Open', isDefault: true }] });
+    s.message();
+    for (let i = 0; i < MAX_RUNNING_CALLS; i++) expect(s.request('free', `f${i}`)).toMatchObject({ allowed: true });
+    expect(s.request('free', 'one-too-many')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+  });
+});
+
+describe('transition: toolCallId is an idempotency key', () => {
+  it('refuses a repeated id while it runs, after it completed, after it failed and after a refusal', () => {
+    const s = session({ steps: [{ name: 'Open', isDefault: true }] });
+    s.message();
+    s.request('search', 'dup');
+    expect(s.request('search', 'dup')).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+    s.complete('dup');
+    const again = s.request('think', 'dup');
+    expect(again).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+    expect(again.reason?.message).toMatch(/"dup" was already used/);
+    s.request('think', 'failing');
+    s.fail('failing');
+    expect(s.request('think', 'failing')).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+    s.request('ghost', 'refused');
+    expect(s.request('think', 'refused')).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+    expect(s.state.recentlyUsedTools).toEqual(['search']);
+  });
+
+  it('runs three calls with one id at most once, and a not_recently_used tool once', () => {
+    const s = session({
+      steps: [{ name: 'Research', isDefault: true, sequence: ['search', 'think', 'reflect'] }],
+    });
+    s.message();
+    s.request('search', 'dup-1');
+    s.complete('dup-1');
+    const results = [s.request('think', 'dup-1'), s.request('think', 'dup-1'), s.request('think', 'dup-1')];
+    expect(results.every((r) => !r.allowed)).toBe(true);
+    expect(s.state).toMatchObject({ recentlyUsedTools: ['search'], sequenceIndex: 1 });
+  });
+});
+
+describe('transition: leases', () => {
+  it('releases a reservation whose lease ended, so a crashed process cannot block the session', () => {
+    const s = session(research, { leaseMs: 1_000 });
+    s.message();
+    s.request('search', 'crashed'); // its process dies: no completion ever comes
+    s.tick(999);
+    expect(s.request('search', 'early')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.tick(1);
+    expect(s.request('search', 'after')).toMatchObject({ allowed: true });
+    expect(s.log).toContainEqual(
+      expect.objectContaining({ type: 'tool-released', toolCallId: 'crashed', reason: 'expired' }),
+    );
+  });
+
+  it('does not record a completion that comes after the lease ended', () => {
+    const s = session(research, { leaseMs: 1_000 });
+    s.message();
+    s.request('search', 'slow');
+    s.tick(1_500);
+    s.complete('slow');
+    expect(s.state).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
+    expect(s.log.at(-1)).toMatchObject({ type: 'tool-released', toolCallId: 'slow', reason: 'late' });
+  });
+
+  it('keeps a completed call that waits behind an expiring one, and commits it when that one goes', () => {
+    const s = session({ steps: [{ name: 'Open', isDefault: true }] }, { leaseMs: 1_000 });
+    s.message();
+    s.request('search', 'dies');
+    s.tick(500);
+    s.request('think', 'ok');
+    s.complete('ok');
+    s.tick(600); // "dies" expired; "ok" completed and keeps its place
+    s.offered();
+    expect(s.state.recentlyUsedTools).toEqual(['think']);
+    expect(s.state.pending).toBeUndefined();
+  });
+});
+
+describe('transition: messages behind running calls', () => {
+  it('replays a new message after the call that was running when it came, as a serial run would', () => {
+    const s = session(research);
+    s.message(m1);
+    s.request('search', 'a', m1);
+    // A newer message arrives while search runs; its new_message reset must follow search.
+    s.message(m2);
+    expect(s.state.pending?.map((e) => e.kind)).toEqual(['call', 'message']);
+    s.complete('a', m2);
+    // Serially: search advanced the sequence, then m2 reset it.
+    expect(s.state).toMatchObject({ recentlyUsedTools: ['search'], sequenceIndex: 0, lastMessageKey: m2!.key });
+    expect(s.request('think', 'b', m2)).toMatchObject({ allowed: false, reason: { code: 'sequence' } });
+    expect(s.request('search', 'c', m2)).toMatchObject({ allowed: true });
+  });
+
+  it('refuses tools to a turn whose message a newer turn superseded', () => {
+    const s = session(research);
+    s.message(m1);
+    s.message(m2);
+    expect(s.request('search', 'old', m1)).toMatchObject({ allowed: false, reason: { code: 'superseded' } });
+    expect(s.offered(m1)).toEqual([]);
+    expect(s.request('search', 'new', m2)).toMatchObject({ allowed: true });
+  });
+
+  it('shows what is known for sure while calls run: settledState leaves running calls out', () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'a');
+    expect(s.settled()).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
+    expect(s.settled().pending).toBeUndefined();
+  });
+});
