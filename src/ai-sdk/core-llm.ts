@@ -3,11 +3,9 @@
  * it (AgentDock's CoreLLM role). The template's `llm` block (or its `llm.<provider>` node)
  * picks the model; environment variables and CLI flags override it.
  */
-import { createAnthropic } from '@ai-sdk/anthropic';
-import { createOpenAI } from '@ai-sdk/openai';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, type LanguageModel, streamText } from 'ai';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
+import { loadOptionalDependency } from '../stores/optional-dependency.js';
 import { createOfflineModel } from './offline-model.js';
 
 /** Providers `createLLM` knows. */
@@ -85,7 +83,10 @@ export class CoreLLM {
   }
 }
 
-/** Creates a {@link CoreLLM}. Throws {@link MissingApiKeyError} when a needed key is missing. */
+/**
+ * Creates a {@link CoreLLM}. Throws {@link MissingApiKeyError} when a needed key is missing, and
+ * `MissingDependencyError` when the provider's package (`@ai-sdk/openai`, ...) is not installed.
+ */
 export function createLLM(options: LLMOptions): CoreLLM {
   const env = options.env ?? process.env;
   const provider = options.provider as LLMProvider;
@@ -102,16 +103,22 @@ export function createLLM(options: LLMOptions): CoreLLM {
     case 'offline':
       return new CoreLLM(createOfflineModel(), { provider, modelId: 'offline' });
     case 'openai': {
+      const { createOpenAI } = loadProvider<typeof import('@ai-sdk/openai')>('@ai-sdk/openai', provider);
       if (!apiKey) throw new MissingApiKeyError(provider, keyVariable!);
       const openai = createOpenAI({ apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}) });
       return new CoreLLM(openai(modelId), { provider, modelId });
     }
     case 'anthropic': {
+      const { createAnthropic } = loadProvider<typeof import('@ai-sdk/anthropic')>('@ai-sdk/anthropic', provider);
       if (!apiKey) throw new MissingApiKeyError(provider, keyVariable!);
       const anthropic = createAnthropic({ apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}) });
       return new CoreLLM(anthropic(modelId), { provider, modelId });
     }
     case 'openai-compatible': {
+      const { createOpenAICompatible } = loadProvider<typeof import('@ai-sdk/openai-compatible')>(
+        '@ai-sdk/openai-compatible',
+        provider,
+      );
       const baseURL = options.baseURL ?? env.OPENAI_COMPATIBLE_BASE_URL;
       if (!baseURL) {
         throw new InvalidArgumentError(
@@ -130,6 +137,15 @@ export function createLLM(options: LLMOptions): CoreLLM {
       return new CoreLLM(local(modelId), { provider, modelId });
     }
   }
+}
+
+/**
+ * A provider SDK: an optional peer dependency, so an app installs only the providers it uses
+ * (and the offline model needs none). Loaded when the model is created, where a missing one is
+ * reported with its install command.
+ */
+function loadProvider<Module>(packageName: string, provider: LLMProvider): Module {
+  return loadOptionalDependency<Module>(packageName, `The ${provider} provider`);
 }
 
 /**

@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
-import pg from 'pg';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -87,6 +87,7 @@ const MIGRATIONS: readonly Migration[] = [
 
 /** Creates a PostgreSQL {@link SessionStore}; the table is created or migrated on first use. */
 export function postgresStore(options: PostgresStoreOptions = {}): SessionStore {
+  const pg = loadPg();
   const table = options.table ?? 'baton_sessions';
   if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
     throw new InvalidArgumentError(
@@ -599,10 +600,15 @@ async function rollback(client: PoolClient): Promise<unknown> {
   }
 }
 
+/** pg, an optional peer dependency: loaded when a store is created, never by merely importing this module. */
+function loadPg(): typeof import('pg') {
+  return loadOptionalDependency<typeof import('pg')>('pg', 'The PostgreSQL store');
+}
+
 /** Whether the connection can still be used after `error` (an SQL error, not a lost socket). */
 function isHealthyAfter(error: unknown): boolean {
   if (error instanceof UpdaterError || BatonError.isInstance(error)) return true;
-  return error instanceof pg.DatabaseError && !isOutage(error);
+  return error instanceof loadPg().DatabaseError && !isOutage(error);
 }
 
 const SOCKET_ERRORS = new Set([
@@ -646,7 +652,9 @@ function isOutage(error: unknown): boolean {
     if (SOCKET_ERRORS.has(code) || SERVER_UNAVAILABLE.has(code) || code.startsWith('08')) return true;
   }
   if (error instanceof AggregateError) return error.errors.some(isOutage);
-  return error instanceof Error && !(error instanceof pg.DatabaseError) && CLIENT_OUTAGE_MESSAGES.test(error.message);
+  return (
+    error instanceof Error && !(error instanceof loadPg().DatabaseError) && CLIENT_OUTAGE_MESSAGES.test(error.message)
+  );
 }
 
 /** Maps a failure to a Baton error: outages to StoreUnavailableError, bad data to InvalidArgumentError. */

@@ -26,9 +26,10 @@
  * client can tell); compare-and-set keeps that safe, since later writes build on it.
  */
 import { hash } from 'node:crypto';
-import { type Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -206,6 +207,8 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
 
   const ownsClient = options.client === undefined;
   let lastError: Error | undefined;
+  // ioredis is an optional peer dependency, loaded (or reported missing) when a store is created.
+  const { Redis } = loadOptionalDependency<typeof import('ioredis')>('ioredis', 'The Redis store');
   const client: Redis | Cluster =
     options.client ??
     new Redis(options.url ?? 'redis://127.0.0.1:6379/0', {

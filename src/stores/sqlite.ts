@@ -9,10 +9,11 @@
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { DatabaseSync, type SQLOutputValue, type StatementSync } from 'node:sqlite';
+import type { DatabaseSync, SQLOutputValue, StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { loadNodeSqlite } from './optional-dependency.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
 /** Options of {@link sqliteStore}. */
@@ -304,6 +305,8 @@ function openDatabase(
   busyTimeoutMs: number,
   synchronous: 'normal' | 'full',
 ): DatabaseSync {
+  // Loaded here, not imported, so that on a Node.js without node:sqlite the error says so.
+  const { DatabaseSync } = loadNodeSqlite();
   const inMemory = path === ':memory:';
   let db: DatabaseSync;
   try {
