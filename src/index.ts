@@ -42,8 +42,10 @@ export {
   BatonError,
   type BatonErrorOptions,
   InvalidArgumentError,
+  MissingDependencyError,
   StoreConflictError,
   StoreUnavailableError,
+  UnsupportedRuntimeError,
 } from './core/errors.js';
 export type { OrchestrationEvent, OrchestrationEventType, ToolDenial } from './core/events.js';
 export { type ChatMessage, latestUserMessage, messageText } from './core/messages.js';

@@ -6,7 +6,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
-import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import {
+  BatonError,
+  InvalidArgumentError,
+  StoreClosedError,
+  StoreConflictError,
+  StoreUnavailableError,
+} from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';

@@ -27,7 +27,13 @@
  */
 import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { BatonError, InvalidArgumentError, StoreClosedError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import {
+  BatonError,
+  InvalidArgumentError,
+  StoreClosedError,
+  StoreConflictError,
+  StoreUnavailableError,
+} from '../core/errors.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
