@@ -21,11 +21,20 @@
  * without answering, an approval granted in an earlier message (its call never ran), any
  * approval part for a tool the agent does not have, and a tool part in a user message.
  */
-import { getToolName, isToolUIPart, type UIMessage } from 'ai';
 import { HttpError } from './http-errors.js';
 
-/** Throws `invalid-history` at the first part a turn could not continue from; see the module comment. */
-export function checkHistory(messages: readonly UIMessage[], agentTools: ReadonlySet<string>): void {
+/** A message as the body schema let it through: a role and typed parts, the rest unchecked. */
+export interface LooseMessage {
+  role: string;
+  parts: readonly { type: string; [field: string]: unknown }[];
+}
+
+/**
+ * Throws `invalid-history` at the first part a turn could not continue from; see the module
+ * comment. It runs before the AI SDK's validation (so that an approval for a tool the agent
+ * lacks is reported as such, not as an input with no schema), so it trusts no field but `type`.
+ */
+export function checkHistory(messages: readonly LooseMessage[], agentTools: ReadonlySet<string>): void {
   let lastUser = -1;
   messages.forEach((message, index) => {
     if (message.role === 'user') lastUser = index;
@@ -33,13 +42,13 @@ export function checkHistory(messages: readonly UIMessage[], agentTools: Readonl
   const last = messages.length - 1;
   messages.forEach((message, m) => {
     message.parts.forEach((part, p) => {
-      if (!isToolUIPart(part)) return;
+      const name = toolName(part);
+      if (name === undefined) return;
       const at = `body.messages[${m}].parts[${p}]`;
       const refuse = (field: string, why: string): never => {
         throw new HttpError('invalid-history', `${at}${field}: ${why}`, { path: `${at}${field}` });
       };
-      const name = getToolName(part);
-      const call = `the call "${part.toolCallId}" of "${name}"`;
+      const call = `the call ${JSON.stringify(part.toolCallId)} of "${name}"`;
       if (message.role !== 'assistant') {
         refuse('.type', `a tool part in a ${message.role} message; tool calls belong to assistant messages`);
       }
@@ -63,7 +72,7 @@ export function checkHistory(messages: readonly UIMessage[], agentTools: Readonl
           }
           break;
         case 'approval-responded':
-          if (part.approval.approved && m !== last) {
+          if ((part.approval as { approved?: unknown } | undefined)?.approved === true && m !== last) {
             refuse(
               '.state',
               `${call} was approved in an earlier message but never ran; an approval can only be answered in the last message`,
@@ -75,4 +84,11 @@ export function checkHistory(messages: readonly UIMessage[], agentTools: Readonl
       }
     });
   });
+}
+
+/** The tool a part is about (`tool-<name>`, or a `dynamic-tool`'s `toolName`), or undefined. */
+function toolName(part: { type: string; [field: string]: unknown }): string | undefined {
+  if (part.type.startsWith('tool-')) return part.type.slice('tool-'.length);
+  if (part.type === 'dynamic-tool') return typeof part.toolName === 'string' ? part.toolName : '';
+  return undefined;
 }

@@ -7,7 +7,7 @@ import { safeValidateUIMessages, type UIMessage } from 'ai';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { OrchestrationSnapshot } from '../api-types.js';
-import { checkHistory } from '../chat-history.js';
+import { checkHistory, type LooseMessage } from '../chat-history.js';
 import { chatResponse } from '../chat-stream.js';
 import { HttpError, messagePath } from '../http-errors.js';
 import { SESSION_HEADER } from '../middleware.js';
@@ -93,15 +93,15 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
 }
 
 /**
- * The messages as the AI SDK validates them (part shapes, and each tool input against the
- * agent's schema), then checked as a history a turn can continue.
+ * The messages checked as a history a turn can continue, then as the AI SDK validates them
+ * (part shapes, and each tool input against the agent's schema).
  */
-async function validMessages(messages: unknown[], served: Served): Promise<UIMessage[]> {
+async function validMessages(messages: readonly LooseMessage[], served: Served): Promise<UIMessage[]> {
+  checkHistory(messages, served.toolNames);
   const validated = await safeValidateUIMessages({ messages, tools: served.agent.tools });
   if (!validated.success) {
     const path = messagePath(validated.error);
     throw new HttpError('invalid-messages', `${path}: ${validated.error.message}`, { path, cause: validated.error });
   }
-  checkHistory(validated.data, served.toolNames);
   return validated.data;
 }
