@@ -15,7 +15,7 @@ export interface LiveTool {
 }
 
 /** Shown for a blocked tool whose reason the server has not given for this state (yet). */
-export const NOT_OFFERED = 'not offered to the model at this point';
+export const NOT_OFFERED = 'not offered to the model for this step';
 
 /**
  * What the explanation of a session depends on: the active step, the sequence position and the

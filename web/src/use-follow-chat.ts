@@ -48,6 +48,18 @@ export function useFollowChat(
       scrolledTo = null;
       stuck.current = Math.abs(distance()) < NEAR_END;
     };
+    // Scrolling up by wheel or key says "let me read" at once, even if the transcript grows
+    // before the scroll event arrives.
+    const stop = () => {
+      scrolledTo = null;
+      stuck.current = false;
+    };
+    const onWheel = (event: WheelEvent) => {
+      if (event.deltaY < 0) stop();
+    };
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key === 'PageUp' || event.key === 'ArrowUp' || event.key === 'Home') stop();
+    };
     // Any growth of the transcript (a new part, a streamed word, an opened card) or of the log.
     const observer = new ResizeObserver(() => {
       if (stuck.current && hasMessages.current) toEnd();
@@ -56,11 +68,15 @@ export function useFollowChat(
     observer.observe(logElement);
     logElement.addEventListener('scroll', onScroll, { passive: true });
     window.addEventListener('scroll', onScroll, { passive: true });
+    panelElement.addEventListener('wheel', onWheel, { passive: true });
+    logElement.addEventListener('keydown', onKey);
     return () => {
       follow.current = null;
       observer.disconnect();
       logElement.removeEventListener('scroll', onScroll);
       window.removeEventListener('scroll', onScroll);
+      panelElement.removeEventListener('wheel', onWheel);
+      logElement.removeEventListener('keydown', onKey);
     };
   }, [panel, log, content]);
 

@@ -159,8 +159,10 @@ export function useInspector(): Inspector {
       if (data.sessionId && data.sessionId !== sessionIdRef.current) setSessionId(data.sessionId);
       setSnapshot(data);
       setTimeline((current) => [...current, { seq: current.length, snapshot: data }]);
-      // The reasons of the blocked tools, for this very state: asked for at once, while the
-      // model works on this step (a stream part carries no reasons).
+      // A stream part carries no reasons: ask the server for the blocked tools' reasons. They
+      // show when its answer explains this very state; mid-turn its store may still be a step
+      // behind the stream (writes ride on the next tool call), and then the reasons wait for
+      // the end of the turn.
       if (!data.final) void sessionView.refresh(data.sessionId);
     },
     onFinish: endTurn,
