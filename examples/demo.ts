@@ -1,12 +1,12 @@
 /**
- * `npm start`: loads the cognitive-reasoner template and plays a short conversation through
+ * `npm run demo`: loads the cognitive-reasoner template and plays a short conversation through
  * the orchestration manager, printing the active step and the allowed tools before every
  * tool call. No model and no network: the "model" here is a script, so the output shows the
  * orchestration itself.
  */
 import { styleText } from 'node:util';
-import { createAgent } from '../src/agents/index.js';
-import { createOrchestrationManager, loadTemplate, type OrchestrationEvent } from '../src/index.js';
+import { createOrchestrationManager, loadTemplate, type OrchestrationEvent } from 'baton-agents';
+import { createAgent } from 'baton-agents/agents';
 
 const color = (format: Parameters<typeof styleText>[0], text: string) =>
   process.stdout.isTTY ? styleText(format, text) : text;
@@ -34,6 +34,7 @@ const messages: { role: string; content: string }[] = [];
 for (const [turn, { user, calls }] of script.entries()) {
   messages.push({ role: 'user', content: user });
   console.log(color('cyan', `Turn ${turn + 1}, user: "${user}"`));
+  const callNumber = 0;
   for (const tool of calls) {
     const allowed = await manager.getAllowedTools(template, messages, sessionId, template.tools);
     const state = await manager.getState(sessionId);
@@ -42,13 +43,17 @@ for (const [turn, { user, calls }] of script.entries()) {
     console.log(
       `  step ${color('bold', state?.activeStep ?? '(none)')}${progress}  allowed: ${allowed.join(', ') || '(none)'}`,
     );
-    const decision = await manager.authorizeToolCall(template, messages, sessionId, tool, template.tools);
+    // What a model loop does with each call: ask first (a refused call is never run), then
+    // record the call as completed once the tool has run.
+    const toolCallId = `turn-${turn}-${tool}`;
+    const call = { tool, toolCallId, agentTools: template.tools };
+    const decision = await manager.requestTool(template, messages, sessionId, call);
     if (!decision.allowed) {
       console.log(`    ${color('red', `✗ ${tool} rejected`)}: ${decision.reason.message}`);
       continue;
     }
     events.length = 0;
-    await manager.processToolUsage(template, messages, sessionId, tool);
+    await manager.completeTool(template, messages, sessionId, toolCallId);
     const notes = events.map(describe).filter(Boolean).join('; ');
     console.log(`    ${color('green', `✓ ${tool}`)}${notes ? `  (${notes})` : ''}`);
   }

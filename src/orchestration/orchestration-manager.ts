@@ -70,6 +70,8 @@ export interface AppliedInputs {
   readonly events: readonly OrchestrationEvent[];
   /** One slot per input: the decision of `step-started` and `tool-requested` inputs. */
   readonly decisions: readonly (TransitionDecision | undefined)[];
+  /** True when the inputs changed the session (and so were written). */
+  readonly changed: boolean;
 }
 
 /** Decides which step is active and which tools are allowed, per session (AgentDock's `OrchestrationManager`). */
@@ -126,15 +128,17 @@ export class OrchestrationManager {
       const plan = isPlan(config) ? config : this.plan(config);
       let events: readonly OrchestrationEvent[] = NO_EVENTS;
       let decisions: readonly (TransitionDecision | undefined)[] = [];
+      let changed = false;
       const apply = (current: OrchestrationState) => {
         const result = transitionAll(plan, current, inputs, this.transitionContext(message));
         events = result.events;
         decisions = result.decisions;
+        changed = result.state !== current;
         return result.state;
       };
       const finish = (state: OrchestrationState): AppliedInputs => {
         this.#dispatch(events);
-        return { state, events, decisions };
+        return { state, events, decisions, changed };
       };
       // The memory store updates synchronously: no promise round trips on the hot path.
       const sync = this.#states.modifySync(sessionId, apply);
