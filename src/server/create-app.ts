@@ -95,6 +95,9 @@ export const DEFAULT_MAX_TURNS = 64;
 /** Default chat turns waiting for a slot per process. */
 export const DEFAULT_MAX_QUEUED_TURNS = 1024;
 
+/** The status nginx and other proxies log for a request its client abandoned. */
+const CLIENT_CLOSED_REQUEST = 499;
+
 const DEFAULT_WEB_ROOT = fileURLToPath(new URL('../../dist/web/', import.meta.url));
 
 /** Builds the app; see the module comment and `docs/http-api.md`. */
@@ -120,6 +123,9 @@ export function createApp(options: CreateAppOptions): BatonApp {
   app.onError((error, c) => {
     // Hono's own middleware (bearer auth) throws these with a finished response.
     if (error instanceof HTTPException) return error.getResponse();
+    // The client left (mid-body, or while its turn waited): nobody reads an answer, and it is
+    // no fault of the server. 499 is the status proxies log for it.
+    if (c.req.raw.signal.aborted) return new Response(null, { status: CLIENT_CLOSED_REQUEST });
     const response = errorResponse(error);
     if (response.serverFault) logger.error({ err: error, path: c.req.path }, 'request failed');
     return c.json(response.body, response.status, response.headers);

@@ -26,9 +26,10 @@ export function requestLog(logger: Logger): MiddlewareHandler {
       ms: Math.round((performance.now() - started) * 10) / 10,
       sessionId: c.res.headers.get(SESSION_HEADER) ?? undefined,
     };
-    // A 503 is the server shedding load or waiting for its store, not a fault to page about.
+    // A 503 is the server shedding load or waiting for its store, not a fault to page about;
+    // a 499 is a client that left.
     if (status >= 500 && status !== 503) logger.error(entry, 'request');
-    else if (status >= 400) logger.warn(entry, 'request');
+    else if (status >= 400 && status !== 499) logger.warn(entry, 'request');
     else logger.info(entry, 'request');
   };
 }
