@@ -4,9 +4,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { DatabaseSync } from 'node:sqlite';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { TypeValidationError } from 'ai';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
