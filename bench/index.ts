@@ -480,8 +480,8 @@ async function main(): Promise<void> {
   }
   let aiSdk: AiSdkBenchResult | undefined;
   if (runs('ai-sdk')) {
-    heading('Model loop: orchestration overhead per model step (scripted model)');
-    aiSdk = await runAiSdkBench({ turns: quick ? 300 : 2_000 });
+    heading('Model loop: overhead per model step against bare streamText, and store round trips per turn');
+    aiSdk = await runAiSdkBench({ quick });
     console.log(formatAiSdkBench(aiSdk));
   }
 

@@ -107,7 +107,7 @@ const CONFIG: OrchestrationConfig = {
 const MESSAGES = [{ role: 'user' as const, content: 'research the topic' }];
 
 /** An open store with its round-trip counters. */
-interface Harness {
+export interface Harness {
   store: SessionStore;
   roundTrips(): number;
   socketWrites?(): number;
@@ -222,7 +222,7 @@ async function openPostgres(connectionString: string): Promise<Harness> {
 }
 
 /** Why `kind` cannot run here, or undefined when it can. */
-async function unavailable(kind: StoreKind, redisUrl: string, postgresUrl: string): Promise<string | undefined> {
+export async function unavailable(kind: StoreKind, redisUrl: string, postgresUrl: string): Promise<string | undefined> {
   try {
     if (kind === 'redis') await pingRedis(redisUrl);
     else if (kind === 'postgres') await pingPostgres(postgresUrl);
@@ -232,7 +232,8 @@ async function unavailable(kind: StoreKind, redisUrl: string, postgresUrl: strin
   }
 }
 
-function open(kind: StoreKind, redisUrl: string, postgresUrl: string): Promise<Harness> {
+/** Opens a store of `kind` with its round-trip counters (for the model-loop bench too). */
+export function open(kind: StoreKind, redisUrl: string, postgresUrl: string): Promise<Harness> {
   switch (kind) {
     case 'memory':
       return openMemory();

@@ -365,6 +365,14 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       if (cached !== undefined && (cached.expiresAt === null || cached.expiresAt > at)) {
         const done = await compareAndSet(client, key, at, cached, fn);
         if (done !== undefined) return done;
+      } else if (cached === undefined && maxSessions === Number.POSITIVE_INFINITY) {
+        // A session this process has not seen is usually new: try to create it in one statement
+        // (ON CONFLICT DO NOTHING). If it exists, read it below, as without this attempt.
+        const next = callUpdater(fn, undefined);
+        if (next !== undefined) {
+          const created = await create(client, key, sessionId, at, next);
+          if (created !== undefined) return created;
+        }
       }
       const [row] = await run<WrittenRow & { json: string; expired: boolean }>(client, 'peek', [key, at]);
       if (row === undefined) {

@@ -80,25 +80,32 @@ describe.skipIf(skip)('redisStore', () => {
     await Promise.all(clients.map((c) => c.quit()));
   });
 
-  it('changes a state in 1 round trip when it holds the latest version, 2 when it must read first', async () => {
+  it('changes a state in 1 round trip when it holds the latest version or creates it, 2 when another instance wrote last', async () => {
     const namespace = `rt${namespaceCount++}`;
     for (const maxSessions of [undefined, 1_000]) {
       const { client, sent } = await countingClient();
       const store = open({ client, maxSessions }, namespace);
-      await store.update('warm', addTool('first')); // GET (absent) + script
+      await store.update('warm', addTool('first')); // created by one script call, no GET first
+      expect(sent).toEqual(['evalsha']);
       sent.length = 0;
       for (let i = 0; i < 20; i++) await store.update('warm', addTool(`t${i}`));
       expect(sent).toHaveLength(20);
       expect(new Set(sent)).toEqual(new Set(['evalsha']));
       sent.length = 0;
-      await store.update('warm', (current) => current); // a no-op still renews the TTL
+      await store.update('warm', (current) => current); // a no-op only checks its copy is current
       expect(sent).toEqual(['evalsha']);
 
-      // A second instance has never seen the session: GET, then the script.
+      // A second instance has never seen the session: its create attempt is answered with the
+      // stored state, and the retry writes (two script calls, no GET).
       const { client: coldClient, sent: coldSent } = await countingClient();
       const cold = open({ client: coldClient, maxSessions }, namespace);
       await cold.update('warm', addTool('cold'));
-      expect(coldSent).toEqual(['get', 'evalsha']);
+      expect(coldSent).toEqual(['evalsha', 'evalsha']);
+      // An instance that must only read a session it has not seen makes one GET.
+      const { client: readClient, sent: readSent } = await countingClient();
+      const reader = open({ client: readClient, maxSessions }, namespace);
+      expect(await reader.update('warm', (current) => current)).toMatchObject({ version: 22 });
+      expect(readSent).toEqual(['get']);
       // The first instance's copy is now stale: the script's conflict reply carries the
       // latest state, so the retry costs one more round trip and no GET.
       sent.length = 0;

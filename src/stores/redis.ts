@@ -394,18 +394,26 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     const keys = sessionKeys(sessionId);
     const member = escapeSessionId(sessionId);
     let snapshot = recall(sessionId);
-    if (snapshot === undefined) {
-      const raw = await send('reading a session', () => client.getBuffer(keys[1]), deadline);
-      if (raw !== null) {
-        snapshot = decode(sessionId, raw);
-        remember(sessionId, snapshot);
-      }
-    }
+    // A session this process has not seen is usually new: try to create it with one
+    // compare-and-set (expecting no value). If it exists after all, the script answers with
+    // its value and the retry below needs no extra read: never more round trips than a GET first.
+    let fresh = snapshot !== undefined;
     for (let attempt = 0; ; attempt++) {
       const current = snapshot?.state;
       const next = fn(current);
       const write = next !== undefined && next !== current;
-      // Only a fresh read can say the session is absent (the cache never holds absence).
+      if (!write && current === undefined && !fresh) {
+        // Nothing to create: only a read can say whether the session exists.
+        const raw = await send('reading a session', () => client.getBuffer(keys[1]), deadline);
+        fresh = true;
+        if (raw === null) return undefined;
+        snapshot = decode(sessionId, raw);
+        remember(sessionId, snapshot);
+        // Just read: if the updater changes nothing, there is nothing to check or write.
+        if (fn(snapshot.state) === snapshot.state) return snapshot.state;
+        continue;
+      }
+      // A fresh read (or a script's answer) is the only thing that can say the session is absent.
       if (!write && current === undefined) return undefined;
       let stored: OrchestrationState | undefined;
       let payload: string | undefined;
@@ -436,6 +444,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
         return stored;
       }
       // Another writer got in first; the reply carries what it stored.
+      fresh = true;
       const latest: unknown = reply[1];
       snapshot = Buffer.isBuffer(latest) ? decode(sessionId, latest) : undefined;
       remember(sessionId, snapshot);
