@@ -177,7 +177,7 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
     initialInstructions: Instructions | undefined;
     initialMessages: ModelMessage[];
   }) => {
-    await Promise.allSettled([...pending]);
+    if (pending.size > 0) await Promise.allSettled([...pending]);
     turn.useMessages(step.initialMessages as readonly ChatMessage[]);
     const { decision, state } = await turn.stepStarted();
     const activeStep = turn.plan.step(decision.activeStep);
@@ -228,7 +228,7 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
         });
       }
     }
-    await Promise.allSettled([...pending]);
+    if (pending.size > 0) await Promise.allSettled([...pending]);
     if (step.usage) turn.usage(step.usage);
     // A step without tool calls ends the turn: write what waits. Otherwise it rides on the
     // next step's first tool request (or on onEnd / settled()).
