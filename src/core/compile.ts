@@ -33,6 +33,8 @@ export interface CompiledStep {
   readonly conditions: readonly ConditionTest[];
   readonly sequence: readonly SequenceSlot[];
   readonly sequenceSets: readonly ReadonlySet<string>[];
+  /** `requireSequence`: while the sequence is unfinished, the model must call its next tool. */
+  readonly requireSequence: boolean;
   readonly allowed: readonly CompiledPattern[];
   readonly denied: readonly CompiledPattern[];
   readonly resetOnNewMessage: boolean;
@@ -213,6 +215,7 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
     conditions: Object.freeze((step.conditions ?? []).map((c) => registry.compile(c))),
     sequence: Object.freeze(sequence),
     sequenceSets: Object.freeze(sequence.map((s) => s.set)),
+    requireSequence: step.requireSequence === true && sequence.length > 0,
     allowed: Object.freeze(allowed),
     denied: Object.freeze(denied),
     resetOnNewMessage: resets.includes('new_message'),

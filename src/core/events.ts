@@ -33,6 +33,21 @@ export type OrchestrationEvent =
       index: number;
     }
   | { type: 'sequence-blocked'; sessionId: string; step: string; expected: readonly string[]; index: number }
+  /**
+   * A turn ended with the active step's sequence unfinished: the model answered (or the loop
+   * stopped) before the sequence's last tool. `required` when the step has `requireSequence`;
+   * `awaitingApproval` when the turn stopped for a person to approve a tool call.
+   */
+  | {
+      type: 'sequence-incomplete';
+      sessionId: string;
+      step: string;
+      index: number;
+      length: number;
+      expected: readonly string[];
+      required: boolean;
+      awaitingApproval: boolean;
+    }
   | {
       type: 'sequence-reset';
       sessionId: string;

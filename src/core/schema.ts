@@ -51,6 +51,12 @@ export const orchestrationStepSchema = z.strictObject({
   conditions: z.array(stepConditionSchema).optional(),
   availableTools: availableToolsSchema.optional(),
   sequence: z.array(sequencePosition).optional().describe('Tools required in this order'),
+  requireSequence: z
+    .boolean()
+    .optional()
+    .describe(
+      'While the sequence is unfinished, the model must call its next tool (toolChoice is forced) instead of answering',
+    ),
   resetSequenceOn: z
     .array(z.union([z.string().min(1), stepConditionSchema]))
     .optional()

@@ -34,6 +34,7 @@ function session(config: OrchestrationConfig, options: { leaseMs?: number } = {}
     get state() {
       return state;
     },
+    run,
     settled: () => settledState(plan, state, { now, message: m1 }),
     log,
     tick: (ms: number) => {
@@ -271,5 +272,83 @@ describe('transition: messages behind running calls', () => {
     s.request('search', 'a');
     expect(s.settled()).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
     expect(s.settled().pending).toBeUndefined();
+  });
+});
+
+describe('transition: required sequences and the end of a turn', () => {
+  const required: OrchestrationConfig = {
+    steps: [
+      { ...research.steps[0]!, requireSequence: true },
+      { name: 'Idle', isDefault: true, sequence: ['free'] },
+    ],
+  };
+  const step = (s: ReturnType<typeof session>) =>
+    s.run({ type: 'step-started', agentTools: tools }).decision as {
+      toolChoice: string;
+      allowedTools: readonly string[];
+    };
+
+  it('forces the next tool while a required sequence is unfinished, and stops forcing once it completes', () => {
+    const s = session(required);
+    s.message();
+    expect(step(s)).toMatchObject({ toolChoice: 'required', allowedTools: ['search'] });
+    for (const [id, tool] of [
+      ['c1', 'search'],
+      ['c2', 'think'],
+    ] as const) {
+      s.request(tool, id);
+      s.complete(id);
+    }
+    expect(step(s)).toMatchObject({ toolChoice: 'required', allowedTools: ['reflect'] });
+    s.request('reflect', 'c3');
+    s.complete('c3');
+    // Complete: the step's availableTools apply again, nothing is forced.
+    expect(step(s)).toMatchObject({ toolChoice: 'auto', allowedTools: tools });
+  });
+
+  it('does not force a sequence the step does not require, nor one the agent cannot follow', () => {
+    const s = session(research);
+    s.message();
+    expect(step(s)).toMatchObject({ toolChoice: 'auto', allowedTools: ['search'] });
+    const blocked = session({ steps: [{ name: 'B', isDefault: true, sequence: ['absent'], requireSequence: true }] });
+    blocked.message();
+    expect(step(blocked)).toMatchObject({ toolChoice: 'none', allowedTools: [] });
+  });
+
+  it('emits sequence-incomplete when a turn ends with the sequence unfinished, and nothing once it is done', () => {
+    const s = session(required);
+    s.message();
+    s.request('search', 'c1');
+    s.complete('c1');
+    const ended = s.run({ type: 'turn-ended' });
+    expect(ended.state).toBe(s.state);
+    expect(ended.events).toEqual([
+      {
+        type: 'sequence-incomplete',
+        sessionId: 's',
+        step: 'Research',
+        index: 1,
+        length: 3,
+        expected: ['think'],
+        required: true,
+        awaitingApproval: false,
+      },
+    ]);
+    expect(s.run({ type: 'turn-ended', awaitingApproval: true }).events[0]).toMatchObject({ awaitingApproval: true });
+    for (const [id, tool] of [
+      ['c2', 'think'],
+      ['c3', 'reflect'],
+    ] as const) {
+      s.request(tool, id);
+      s.complete(id);
+    }
+    expect(s.run({ type: 'turn-ended' }).events).toEqual([]);
+  });
+
+  it('counts a call still running as not run when the turn ends', () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'c1');
+    expect(s.run({ type: 'turn-ended' }).events[0]).toMatchObject({ index: 0, expected: ['search'], required: false });
   });
 });

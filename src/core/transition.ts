@@ -27,6 +27,7 @@
 import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
 import {
+  activeStepOf,
   addTokenUsage,
   allowedTools,
   denialOf,
@@ -73,7 +74,12 @@ export type TransitionInput =
    */
   | { readonly type: 'tool-used'; readonly tool: string; readonly toolCallId?: string | undefined }
   /** One model call's token usage. */
-  | { readonly type: 'usage'; readonly usage: TokenUsage };
+  | { readonly type: 'usage'; readonly usage: TokenUsage }
+  /**
+   * The turn's model loop ended. Changes nothing; emits `sequence-incomplete` when the active
+   * step's sequence is unfinished (as far as is known for sure: running calls count as failed).
+   */
+  | { readonly type: 'turn-ended'; readonly awaitingApproval?: boolean | undefined };
 
 /** Everything a transition needs besides the state: the clock, the user message, limits. */
 export interface TransitionContext {
@@ -94,6 +100,11 @@ export interface StepDecision {
   readonly sequence: Explanation['sequence'];
   /** The tools to offer: allowed now whatever the running calls' outcomes. */
   readonly allowedTools: readonly string[];
+  /**
+   * `required` when the model must call one of `allowedTools` (a `requireSequence` step whose
+   * sequence is unfinished), `none` when no tool is offered, else `auto`.
+   */
+  readonly toolChoice: 'auto' | 'none' | 'required';
   /** Tools of reserved calls still running (other turns'), oldest first. */
   readonly running: readonly string[];
 }
@@ -235,6 +246,11 @@ export function transition(
     case 'usage':
       current = addTokenUsage(current, input.usage);
       break;
+    case 'turn-ended': {
+      const incomplete = incompleteSequence(plan, current, input.awaitingApproval === true, context);
+      if (incomplete !== undefined) events.push(incomplete);
+      break;
+    }
   }
   const result: TransitionResult = { state: current, events: events.length === 0 ? NO_EVENTS : events };
   return decision === undefined ? result : { ...result, decision };
@@ -391,7 +407,50 @@ function decideStep(
   let offered = view.allowedTools;
   if (isSuperseded(state, context)) offered = [];
   else if (running.length > 0) offered = safeAllowedTools(plan, state, agentTools, context);
-  return { type: 'step', activeStep: view.activeStep?.name, sequence: view.sequence, allowedTools: offered, running };
+  const sequence = view.sequence;
+  let toolChoice: StepDecision['toolChoice'] = offered.length === 0 ? 'none' : 'auto';
+  // Forced only while every offered tool fills the next position: never force a tool that
+  // would not advance the sequence.
+  if (
+    toolChoice === 'auto' &&
+    view.activeStep?.requireSequence === true &&
+    sequence?.expected !== undefined &&
+    offered.every((tool) => sequence.expected?.includes(tool))
+  ) {
+    toolChoice = 'required';
+  }
+  return {
+    type: 'step',
+    activeStep: view.activeStep?.name,
+    sequence,
+    allowedTools: offered,
+    toolChoice,
+    running,
+  };
+}
+
+/** The `sequence-incomplete` event for the session as known for sure, if its sequence is unfinished. */
+function incompleteSequence(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  awaitingApproval: boolean,
+  context: TransitionContext,
+): OrchestrationEvent | undefined {
+  const known = settledState(plan, state, context);
+  const step = activeStepOf(plan, known);
+  if (step === undefined || step.sequence.length === 0) return undefined;
+  const index = known.sequenceIndex;
+  if (index >= step.sequence.length) return undefined;
+  return {
+    type: 'sequence-incomplete',
+    sessionId: state.sessionId,
+    step: step.name,
+    index,
+    length: step.sequence.length,
+    expected: step.sequence[index]!.tools,
+    required: step.requireSequence,
+    awaitingApproval,
+  };
 }
 
 /** The tools allowed in every outcome of the running calls (all of them when none runs). */

@@ -246,6 +246,22 @@ describe('warnings (SPEC section 1)', () => {
     );
     expect(r.success && r.warnings.map((w) => [w.code, w.path])).toEqual([['shadowed_step', 'orchestration.steps[1]']]);
   });
+
+  it('accepts requireSequence on a step with a sequence, warns on one without, and rejects a non-boolean', () => {
+    const ok = validateTemplate(
+      base({ steps: [{ name: 'R', isDefault: true, sequence: ['search', 'think'], requireSequence: true }] }),
+    );
+    expect(ok.success && ok.warnings).toEqual([]);
+    const pointless = validateTemplate(base({ steps: [{ name: 'R', isDefault: true, requireSequence: true }] }));
+    expect(pointless.success && pointless.warnings.map((w) => [w.code, w.path])).toEqual([
+      ['ignored_value', 'orchestration.steps[0].requireSequence'],
+    ]);
+    expect(
+      issuesOf(base({ steps: [{ name: 'R', isDefault: true, sequence: ['search'], requireSequence: 'yes' }] })).map(
+        (i) => [i.code, i.path],
+      ),
+    ).toEqual([['invalid_type', 'orchestration.steps[0].requireSequence']]);
+  });
 });
 
 describe('the throwing forms', () => {

@@ -376,6 +376,15 @@ function checkOrchestration(
       }
     }
 
+    if (s.raw.requireSequence === true && !s.hasSequence) {
+      issues.warn(
+        Code.IgnoredValue,
+        stepPath(s, 'requireSequence'),
+        'requireSequence has no effect: the step has no sequence',
+        'add a "sequence" to the step, or remove requireSequence',
+      );
+    }
+
     // Conditions.
     if (Array.isArray(s.raw.conditions)) {
       s.raw.conditions.forEach((c, i) => {
