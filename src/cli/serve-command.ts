@@ -55,6 +55,17 @@ export function serveCommand(context: CliContext): Command {
       new Option('--max-messages <n>', 'most messages in one chat request').argParser(integer('--max-messages', 1)),
     )
     .addOption(
+      new Option('--max-turns <n>', 'chat turns that run at once; more wait in a queue (default 64)').argParser(
+        integer('--max-turns', 1),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--max-queued-turns <n>',
+        'chat turns that wait for a slot; more are refused with 503 and Retry-After (default 1024)',
+      ).argParser(integer('--max-queued-turns', 0)),
+    )
+    .addOption(
       new Option('--offline-delay <ms>', 'delay between the offline model’s stream chunks, to watch it stream')
         .argParser(integer('--offline-delay', 0))
         .default(0),
@@ -80,6 +91,8 @@ export function serveCommand(context: CliContext): Command {
           cors: string;
           bodyLimit?: number;
           maxMessages?: number;
+          maxTurns?: number;
+          maxQueuedTurns?: number;
           offlineDelay: number;
           logLevel: string;
         },
@@ -98,6 +111,8 @@ export function serveCommand(context: CliContext): Command {
               .filter(Boolean),
             bodyLimit: flags.bodyLimit,
             maxMessages: flags.maxMessages,
+            maxTurns: flags.maxTurns,
+            maxQueuedTurns: flags.maxQueuedTurns,
             offlineDelayMs: flags.offlineDelay,
             logLevel: flags.logLevel,
             env: context.env,

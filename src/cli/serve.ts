@@ -33,6 +33,10 @@ export interface ServeOptions {
   corsOrigins: string[];
   bodyLimit?: number | undefined;
   maxMessages?: number | undefined;
+  /** Chat turns that run at once (`createApp`'s `maxTurns`). */
+  maxTurns?: number | undefined;
+  /** Chat turns that wait for a slot (`createApp`'s `maxQueuedTurns`). */
+  maxQueuedTurns?: number | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;
   logLevel: string;
@@ -114,6 +118,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     corsOrigins: options.corsOrigins,
     ...(options.bodyLimit !== undefined ? { bodyLimit: options.bodyLimit } : {}),
     ...(options.maxMessages !== undefined ? { maxMessages: options.maxMessages } : {}),
+    ...(options.maxTurns !== undefined ? { maxTurns: options.maxTurns } : {}),
+    ...(options.maxQueuedTurns !== undefined ? { maxQueuedTurns: options.maxQueuedTurns } : {}),
     logger,
   });
 
