@@ -1,0 +1,94 @@
+/**
+ * A process dies between reserving a call and completing it (SIGKILL while its tool runs). Its
+ * reservation holds the call's place, so the session refuses a racing `pay` meanwhile; when the
+ * lease ends, the next update releases it and `pay` may run again: a crashed process cannot
+ * block a session for longer than the lease. On every durable store, across processes.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { OrchestrationEvent } from '../src/core/events.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { PAY_ONCE } from './fixtures/pay-once.js';
+import { pingPostgres, pingRedis, serviceAvailable } from './helpers/services.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const LEASE_MS = 1_500;
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Starts the dying process and resolves once its reservation is stored; then kills it. */
+async function reserveAndDie(storeUrl: string, sessionId: string): Promise<void> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'test/fixtures/reserve-and-die.ts', storeUrl, sessionId, String(LEASE_MS)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+      if (output.includes('reserved')) resolve();
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+    });
+    child.once('exit', (code) => reject(new Error(`the process exited (${code}) before reserving:\n${output}`)));
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+async function crashAndRecover(storeUrl: string): Promise<void> {
+  const sessionId = `crash-${randomUUID()}`;
+  const events: OrchestrationEvent[] = [];
+  const manager = createOrchestrationManager({ store: storeUrl, leaseMs: LEASE_MS, onEvent: (e) => events.push(e) });
+  try {
+    await reserveAndDie(storeUrl, sessionId);
+    // The lease started just before the process said so: this is a little after its start.
+    const reservedAt = Date.now();
+    const request = (toolCallId: string) =>
+      manager.requestTool(PAY_ONCE, [], sessionId, { tool: 'pay', toolCallId, agentTools: ['pay', 'think'] });
+    // The dead process's pay may have gone through: refuse a racing one while its lease runs.
+    const during = await request('racing');
+    expect(during).toMatchObject({ allowed: false, reason: { code: 'pending', running: ['pay'] } });
+    expect(Date.now() - reservedAt).toBeLessThan(LEASE_MS);
+    await sleep(LEASE_MS + 100 - (Date.now() - reservedAt));
+    // The lease ended: the reservation is released, and pay may run.
+    expect(await request('after-the-lease')).toMatchObject({ allowed: true });
+    expect(events).toContainEqual(
+      expect.objectContaining({ type: 'tool-released', toolCallId: 'dies-while-paying', reason: 'expired' }),
+    );
+    await manager.completeTool(PAY_ONCE, [], sessionId, 'after-the-lease');
+    const state = await manager.getStateManager().getState(sessionId);
+    expect(state?.recentlyUsedTools).toEqual(['pay']);
+    expect(state?.pending).toBeUndefined();
+    // The dead process's call id stays used: a retry of it is refused, never run.
+    expect(await request('dies-while-paying')).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+  } finally {
+    await manager.getStateManager().cleanupSession(sessionId);
+    await manager.close();
+  }
+}
+
+describe('a process killed between reserve and complete', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'baton-crash-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('sqlite: blocks the call only until its lease ends', () => crashAndRecover(`sqlite:${join(dir, 's.db')}`), 30_000);
+
+  describe('redis', async () => {
+    const skip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
+    it.skipIf(skip)('blocks the call only until its lease ends', () => crashAndRecover(REDIS_URL), 30_000);
+  });
+
+  describe('postgres', async () => {
+    const skip = await serviceAvailable('postgres', () => pingPostgres(POSTGRES_URL));
+    it.skipIf(skip)('blocks the call only until its lease ends', () => crashAndRecover(POSTGRES_URL), 30_000);
+  });
+});
