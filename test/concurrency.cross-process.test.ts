@@ -85,7 +85,12 @@ async function property(storeUrl: string): Promise<void> {
         const sessionId = `xproc-${RUN}-${randomUUID()}`;
         const even = c.turns.map((_, i) => i).filter((i) => i % 2 === 0);
         const odd = c.turns.map((_, i) => i).filter((i) => i % 2 === 1);
-        const logs = await Promise.all([workers[0]!.play(c, sessionId, even), workers[1]!.play(c, sessionId, odd)]);
+        // Both start at the same moment, and pause milliseconds between calls, so they overlap.
+        const startAt = Date.now() + 20;
+        const logs = await Promise.all([
+          workers[0]!.play(c, sessionId, even, startAt),
+          workers[1]!.play(c, sessionId, odd, startAt),
+        ]);
         verifyCase(c, logs.flat(), await reader.getStateManager().getState(sessionId));
         const order = logs
           .flatMap((log, worker) => log.filter((entry) => entry.changed).map((entry) => ({ worker, v: entry.version })))

@@ -35,6 +35,10 @@ export interface CompiledStep {
   readonly sequenceSets: readonly ReadonlySet<string>[];
   /** `requireSequence`: while the sequence is unfinished, the model must call its next tool. */
   readonly requireSequence: boolean;
+  /** The step's own `shadow` setting (the plan's applies when undefined). */
+  readonly shadow: boolean | undefined;
+  /** Tokens the session may spend while this step is active, if limited. */
+  readonly tokenBudget: number | undefined;
   readonly allowed: readonly CompiledPattern[];
   readonly denied: readonly CompiledPattern[];
   readonly resetOnNewMessage: boolean;
@@ -56,6 +60,12 @@ export interface OrchestrationPlan {
   readonly defaultStep: CompiledStep | undefined;
   /** `historyLimit` of the config, if it sets one. */
   readonly historyLimit: number | undefined;
+  /** Shadow mode of the config: decisions computed and recorded, nothing enforced. */
+  readonly shadow: boolean;
+  /** Tokens one session may spend, if limited. */
+  readonly tokenBudget: number | undefined;
+  /** True when the config or a step sets a token budget. */
+  readonly hasBudgets: boolean;
   /** True when some condition reads the user message. */
   readonly readsMessages: boolean;
   /** Tool names the config mentions by exact name (sequences, conditions, allowed). */
@@ -115,7 +125,7 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
   return plan;
 }
 
-const ORCHESTRATION_KEYS = new Set(['description', 'defaultStep', 'historyLimit', 'steps']);
+const ORCHESTRATION_KEYS = new Set(['description', 'defaultStep', 'historyLimit', 'shadow', 'budget', 'steps']);
 
 function isOrchestrationBlock(source: unknown): boolean {
   if (typeof source !== 'object' || source === null || !('steps' in source)) return false;
@@ -163,6 +173,9 @@ function buildPlan(
     conditionalSteps: Object.freeze(steps.filter((s) => s.conditions.length > 0)),
     defaultStep,
     historyLimit: config.historyLimit,
+    shadow: config.shadow === true,
+    tokenBudget: config.budget?.totalTokens,
+    hasBudgets: config.budget !== undefined || steps.some((s) => s.tokenBudget !== undefined),
     readsMessages,
     referencedTools: Object.freeze([...referenced]),
     warnings: Object.freeze(warnings),
@@ -216,6 +229,8 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
     sequence: Object.freeze(sequence),
     sequenceSets: Object.freeze(sequence.map((s) => s.set)),
     requireSequence: step.requireSequence === true && sequence.length > 0,
+    shadow: step.shadow,
+    tokenBudget: step.budget?.totalTokens,
     allowed: Object.freeze(allowed),
     denied: Object.freeze(denied),
     resetOnNewMessage: resets.includes('new_message'),

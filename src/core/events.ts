@@ -17,7 +17,9 @@ export type ToolDenial =
    */
   | { code: 'pending'; message: string; running: readonly string[] }
   /** A newer user message arrived in the session: this turn may not start tools any more. */
-  | { code: 'superseded'; message: string };
+  | { code: 'superseded'; message: string }
+  /** A token budget (the session's or the active step's) is spent. */
+  | { code: 'budget'; message: string; scope: 'session' | 'step'; limit: number; used: number };
 
 /** Events emitted by the engine. */
 export type OrchestrationEvent =
@@ -64,6 +66,41 @@ export type OrchestrationEvent =
       reason: ToolDenial;
       /** The refused call's id, when it had one. */
       toolCallId?: string;
+    }
+  /**
+   * A turn decided a step (before each model step): the step chosen and the tools offered (what
+   * the step decision allowed; the app may narrow it further). `sequence` is the position of
+   * the active step's sequence, when it has one.
+   */
+  | {
+      type: 'tools-offered';
+      sessionId: string;
+      step: string | undefined;
+      tools: readonly string[];
+      toolChoice: 'auto' | 'none' | 'required';
+      sequence?: { index: number; length: number; expected: readonly string[] | undefined };
+    }
+  /**
+   * Shadow mode: the call would have been refused for `reason`, and runs because nothing is
+   * enforced. Teams read these to see what a template would change before enforcing it.
+   */
+  | {
+      type: 'tool-would-block';
+      sessionId: string;
+      tool: string;
+      toolCallId: string;
+      step: string | undefined;
+      reason: ToolDenial;
+    }
+  /** A token budget is spent: no tool is offered (unless in shadow mode, where this is only reported). */
+  | {
+      type: 'budget-exceeded';
+      sessionId: string;
+      scope: 'session' | 'step';
+      step: string | undefined;
+      limit: number;
+      used: number;
+      shadow: boolean;
     }
   /** A call was authorized and reserved; it runs next. */
   | { type: 'tool-reserved'; sessionId: string; tool: string; toolCallId: string; step: string | undefined }

@@ -43,6 +43,11 @@ const sequencePosition = z.union([
   z.array(z.string().min(1)).min(1).describe('Alternatives: any one of these tools fills the position'),
 ]);
 
+/** A token budget: at most this many tokens (prompt plus completion). */
+export const tokenBudgetSchema = z.strictObject({
+  totalTokens: z.number().int().positive().describe('Most tokens (prompt plus completion) that may be spent'),
+});
+
 /** One orchestration step. */
 export const orchestrationStepSchema = z.strictObject({
   name: z.string().min(1).describe('Unique name of the step'),
@@ -62,6 +67,10 @@ export const orchestrationStepSchema = z.strictObject({
     .optional()
     .describe('"new_message", "out_of_sequence", a message condition type name, or a condition object'),
   instructions: text.optional().describe('Added to the system prompt while the step is active'),
+  shadow: z.boolean().optional().describe("Overrides the orchestration's shadow setting while this step is active"),
+  budget: tokenBudgetSchema
+    .optional()
+    .describe('Tokens the session may spend while this step is active; once spent, no tool is offered'),
 });
 
 /** The `orchestration` block of a template. */
@@ -69,6 +78,13 @@ export const orchestrationConfigSchema = z.strictObject({
   description: text.optional(),
   defaultStep: z.string().min(1).optional().describe('Name of the step used when no other step is chosen'),
   historyLimit: z.number().int().positive().optional().describe('Bound of recentlyUsedTools (default 50)'),
+  shadow: z
+    .boolean()
+    .optional()
+    .describe('Shadow mode: decisions are computed, recorded and shown ("would have blocked"), nothing is enforced'),
+  budget: tokenBudgetSchema
+    .optional()
+    .describe('Tokens one session may spend; once spent, no tool is offered and the turn ends with an answer'),
   steps: z.array(orchestrationStepSchema),
 });
 

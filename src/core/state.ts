@@ -46,6 +46,11 @@ export interface OrchestrationState {
    */
   pending?: PendingEntry[];
   /**
+   * Tokens spent while each step with a token budget was active, by step name (only steps
+   * that have a budget are counted, so the state stays small).
+   */
+  stepTokens?: Record<string, number>;
+  /**
    * The agent this session belongs to, when a server created it: a session is served by one
    * agent only. Library users may leave it unset.
    */
@@ -122,6 +127,7 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     lastMessageKey: undefined,
     toolCallIds: undefined,
     pending: undefined,
+    stepTokens: undefined,
     agentId: undefined,
   };
 }
@@ -208,6 +214,17 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     !(Array.isArray(s.toolCallIds) && s.toolCallIds.every((t) => typeof t === 'string'))
   ) {
     fail('toolCallIds', 'an array of strings');
+  }
+  if (
+    s.stepTokens !== undefined &&
+    !(
+      typeof s.stepTokens === 'object' &&
+      s.stepTokens !== null &&
+      !Array.isArray(s.stepTokens) &&
+      Object.values(s.stepTokens).every(isCount)
+    )
+  ) {
+    fail('stepTokens', 'an object of token counts by step name');
   }
   if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
     fail('pending', 'an array of pending log entries (call, message or used)');

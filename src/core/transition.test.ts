@@ -352,3 +352,106 @@ describe('transition: required sequences and the end of a turn', () => {
     expect(s.run({ type: 'turn-ended' }).events[0]).toMatchObject({ index: 0, expected: ['search'], required: false });
   });
 });
+
+describe('transition: shadow mode', () => {
+  const shadowResearch: OrchestrationConfig = { ...research, shadow: true };
+
+  it('offers every tool, runs what enforcement would refuse, and reports it as would-block', () => {
+    const s = session(shadowResearch);
+    s.message();
+    const step = transition(
+      compileOrchestration(shadowResearch),
+      s.state,
+      { type: 'step-started', agentTools: tools },
+      { now: 0, message: m1 },
+    );
+    expect(step.decision).toMatchObject({
+      shadow: true,
+      allowedTools: tools,
+      wouldOffer: ['search'],
+      toolChoice: 'auto',
+    });
+    const decision = s.request('reflect', 'r1');
+    expect(decision).toMatchObject({ allowed: true, wouldBlock: { code: 'sequence' } });
+    expect(s.log).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-would-block',
+        tool: 'reflect',
+        reason: expect.objectContaining({ code: 'sequence' }),
+      }),
+    );
+    s.complete('r1');
+    // The record shows what enforcement would have seen: an out-of-order tool.
+    expect(s.log).toContainEqual(expect.objectContaining({ type: 'sequence-violation', tool: 'reflect' }));
+    expect(s.state.recentlyUsedTools).toEqual(['reflect']);
+  });
+
+  it('still refuses a repeated call id and a tool the agent does not have', () => {
+    const s = session(shadowResearch);
+    s.message();
+    s.request('search', 'same');
+    expect(s.request('search', 'same')).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+    expect(s.request('ghost', 'g')).toMatchObject({ allowed: false, reason: { code: 'no-such-tool' } });
+  });
+
+  it('lets a step override the template: an enforcing step in a shadow template enforces', () => {
+    const config: OrchestrationConfig = {
+      shadow: true,
+      steps: [{ ...research.steps[0]!, shadow: false }],
+    };
+    const s = session(config);
+    s.message();
+    expect(s.request('reflect', 'r')).toMatchObject({ allowed: false, reason: { code: 'sequence' } });
+  });
+});
+
+describe('transition: token budgets', () => {
+  function transitionUsage(s: ReturnType<typeof session>, totalTokens: number) {
+    return s.run({ type: 'usage', usage: { promptTokens: totalTokens, completionTokens: 0, totalTokens } });
+  }
+
+  it('offers no tool and refuses calls once the session budget is spent, with a budget-exceeded event', () => {
+    const s = session({ ...research, budget: { totalTokens: 100 } });
+    s.message();
+    transitionUsage(s, 60);
+    expect(s.offered()).toEqual(['search']);
+    transitionUsage(s, 40);
+    expect(s.offered()).toEqual([]);
+    expect(s.log.at(-1)).toMatchObject({
+      type: 'budget-exceeded',
+      scope: 'session',
+      limit: 100,
+      used: 100,
+      shadow: false,
+    });
+    expect(s.request('search', 'late')).toMatchObject({ allowed: false, reason: { code: 'budget', scope: 'session' } });
+  });
+
+  it('counts a step budget only while that step is active', () => {
+    const config: OrchestrationConfig = {
+      steps: [
+        { ...research.steps[0]!, budget: { totalTokens: 50 } },
+        { name: 'Chat', isDefault: true },
+      ],
+    };
+    const s = session(config);
+    s.message(latestUserMessage([{ role: 'user', content: 'hello', id: 'h' }]));
+    transitionUsage(s, 500); // spent in Chat: does not count against Research
+    expect(s.state.stepTokens).toBeUndefined();
+    s.message(m1);
+    expect(s.offered()).toEqual(['search']);
+    transitionUsage(s, 50);
+    expect(s.state.stepTokens).toEqual({ Research: 50 });
+    expect(s.offered()).toEqual([]);
+    expect(s.request('search', 'x')).toMatchObject({ allowed: false, reason: { code: 'budget', scope: 'step' } });
+  });
+
+  it('in shadow mode only reports a spent budget', () => {
+    const s = session({ ...research, shadow: true, budget: { totalTokens: 10 } });
+    s.message();
+    transitionUsage(s, 10);
+    expect(s.offered()).toEqual(tools);
+    expect(s.log.at(-1)).toMatchObject({ type: 'budget-exceeded', shadow: true });
+    expect(s.request('search', 'x')).toMatchObject({ allowed: true, wouldBlock: { code: 'budget' } });
+  });
+});

@@ -107,11 +107,33 @@ export interface StepDecision {
   readonly toolChoice: 'auto' | 'none' | 'required';
   /** Tools of reserved calls still running (other turns'), oldest first. */
   readonly running: readonly string[];
+  /** Shadow mode: every agent tool is offered; `wouldOffer` is what enforcement would offer. */
+  readonly shadow: boolean;
+  /** In shadow mode, the tools enforcement would offer. */
+  readonly wouldOffer?: readonly string[];
+  /** A spent token budget: no tool is offered (in shadow mode, only reported). */
+  readonly budget?: BudgetStatus;
+}
+
+/** A spent token budget. */
+export interface BudgetStatus {
+  /** `session`: the orchestration's budget; `step`: the active step's. */
+  readonly scope: 'session' | 'step';
+  readonly step: string | undefined;
+  readonly limit: number;
+  readonly used: number;
 }
 
 /** The answer to a `tool-requested` input. */
 export type ToolDecision =
-  | { readonly type: 'tool'; readonly tool: string; readonly toolCallId: string; readonly allowed: true }
+  | {
+      readonly type: 'tool';
+      readonly tool: string;
+      readonly toolCallId: string;
+      readonly allowed: true;
+      /** Shadow mode: the call runs, but enforcement would have refused it for this reason. */
+      readonly wouldBlock?: ToolDenial;
+    }
   | {
       readonly type: 'tool';
       readonly tool: string;
@@ -182,6 +204,16 @@ export function transition(
           call.message = { key: context.message.key, text: context.message.text };
         }
         current = appendEntry(current, call);
+        if (tool.wouldBlock !== undefined) {
+          events.push({
+            type: 'tool-would-block',
+            sessionId: state.sessionId,
+            tool: input.tool,
+            toolCallId: input.toolCallId,
+            step: current.activeStep,
+            reason: tool.wouldBlock,
+          });
+        }
         events.push({
           type: 'tool-reserved',
           sessionId: state.sessionId,
@@ -244,7 +276,7 @@ export function transition(
       break;
     }
     case 'usage':
-      current = addTokenUsage(current, input.usage);
+      current = countStepTokens(plan, addTokenUsage(current, input.usage), input.usage.totalTokens, context);
       break;
     case 'turn-ended': {
       const incomplete = incompleteSequence(plan, current, input.awaitingApproval === true, context);
@@ -319,6 +351,56 @@ export function decideToolCall(
       safeAllowedTools(plan, state, agentTools, context),
     );
   }
+  const running = runningTools(state);
+  if (running.length >= MAX_RUNNING_CALLS) {
+    // A resource limit, kept in shadow mode too: deciding looks at 2^n outcomes.
+    return deny(
+      {
+        code: 'pending',
+        running,
+        message: `${running.length} calls are still running in this session (at most ${MAX_RUNNING_CALLS}); try again when they finish`,
+      },
+      [],
+    );
+  }
+  const enforced = policyDecision(plan, state, call, context, running);
+  if (enforced.allowed || enforced.reason.code === 'no-such-tool') return enforced;
+  // Shadow mode: what the template decides is reported, and the call runs. Only what is no
+  // template policy stays enforced: repeated call ids, tools the agent does not have, the cap.
+  if (shadowOf(plan, settledState(plan, state, context))) {
+    return { type: 'tool', tool, toolCallId, allowed: true, wouldBlock: enforced.reason };
+  }
+  return enforced;
+}
+
+/** The template's decision on a call (SPEC sections 4 and 7, budgets), before shadow mode. */
+function policyDecision(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  call: {
+    readonly tool: string;
+    readonly toolCallId: string;
+    readonly agentTools: readonly string[];
+    readonly offered?: readonly string[] | undefined;
+  },
+  context: TransitionContext,
+  running: readonly string[],
+): ToolDecision {
+  const { tool, toolCallId, agentTools } = call;
+  const deny = (reason: ToolDenial, allowed: readonly string[]): ToolDecision => ({
+    type: 'tool',
+    tool,
+    toolCallId,
+    allowed: false,
+    reason,
+    allowedTools: allowed,
+  });
+  if (!agentTools.includes(tool)) {
+    return deny(
+      { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` },
+      safeAllowedTools(plan, state, agentTools, context),
+    );
+  }
   if (isSuperseded(state, context)) {
     return deny(
       {
@@ -334,17 +416,8 @@ export function decideToolCall(
       call.offered,
     );
   }
-  const running = runningTools(state);
-  if (running.length >= MAX_RUNNING_CALLS) {
-    return deny(
-      {
-        code: 'pending',
-        running,
-        message: `${running.length} calls are still running in this session (at most ${MAX_RUNNING_CALLS}); try again when they finish`,
-      },
-      [],
-    );
-  }
+  const budget = budgetOf(plan, settledState(plan, state, context));
+  if (budget !== undefined) return deny(budgetDenial(budget), []);
   let first: ToolDenial | undefined;
   let allowedSomewhere = false;
   let deniedSomewhere = false;
@@ -367,6 +440,51 @@ export function decideToolCall(
     },
     allowed,
   );
+}
+
+/** True when the session's active step (or, without its own setting, the plan) is in shadow mode. */
+export function shadowOf(plan: OrchestrationPlan, state: OrchestrationState): boolean {
+  return activeStepOf(plan, state)?.shadow ?? plan.shadow;
+}
+
+/** The spent token budget of the session or its active step, if one is spent. */
+export function budgetOf(plan: OrchestrationPlan, state: OrchestrationState): BudgetStatus | undefined {
+  if (!plan.hasBudgets) return undefined;
+  const total = state.cumulativeTokenUsage.totalTokens;
+  if (plan.tokenBudget !== undefined && total >= plan.tokenBudget) {
+    return { scope: 'session', step: undefined, limit: plan.tokenBudget, used: total };
+  }
+  const step = activeStepOf(plan, state);
+  if (step?.tokenBudget !== undefined) {
+    const used = state.stepTokens?.[step.name] ?? 0;
+    if (used >= step.tokenBudget) return { scope: 'step', step: step.name, limit: step.tokenBudget, used };
+  }
+  return undefined;
+}
+
+function budgetDenial(budget: BudgetStatus): ToolDenial {
+  const whose = budget.scope === 'session' ? 'this session' : `step "${budget.step}"`;
+  return {
+    code: 'budget',
+    scope: budget.scope,
+    limit: budget.limit,
+    used: budget.used,
+    message: `the token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens); answer without tools`,
+  };
+}
+
+/** Counts a model call's tokens against the active step when that step has a budget. */
+function countStepTokens(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tokens: number,
+  context: TransitionContext,
+): OrchestrationState {
+  if (!plan.hasBudgets || tokens === 0) return state;
+  const step = activeStepOf(plan, settledState(plan, state, context));
+  if (step?.tokenBudget === undefined) return state;
+  const stepTokens = { ...state.stepTokens, [step.name]: (state.stepTokens?.[step.name] ?? 0) + tokens };
+  return { ...state, stepTokens };
 }
 
 /** Tools of the reserved calls still running, oldest first. */
@@ -407,7 +525,27 @@ function decideStep(
   let offered = view.allowedTools;
   if (isSuperseded(state, context)) offered = [];
   else if (running.length > 0) offered = safeAllowedTools(plan, state, agentTools, context);
+  const budget = budgetOf(plan, known);
+  const shadow = shadowOf(plan, known);
+  if (budget !== undefined) {
+    offered = [];
+    events.push({ type: 'budget-exceeded', sessionId: state.sessionId, ...budget, shadow });
+  }
   const sequence = view.sequence;
+  if (shadow) {
+    // Nothing is enforced: every agent tool is offered, and what enforcement would offer is reported.
+    return {
+      type: 'step',
+      activeStep: view.activeStep?.name,
+      sequence,
+      allowedTools: plan.allTools(agentTools),
+      toolChoice: 'auto',
+      running,
+      shadow,
+      wouldOffer: offered,
+      ...(budget === undefined ? {} : { budget }),
+    };
+  }
   let toolChoice: StepDecision['toolChoice'] = offered.length === 0 ? 'none' : 'auto';
   // Forced only while every offered tool fills the next position: never force a tool that
   // would not advance the sequence.
@@ -426,6 +564,8 @@ function decideStep(
     allowedTools: offered,
     toolChoice,
     running,
+    shadow,
+    ...(budget === undefined ? {} : { budget }),
   };
 }
 
@@ -508,7 +648,7 @@ function replay(
     } else {
       const done = entry.done === true || (completes & (1 << bit)) !== 0;
       if (entry.done !== true) bit++;
-      if (done) current = record(plan, current, entry.tool, message, context, true).state;
+      if (done) current = record(plan, current, entry.tool, message, context, !shadowOf(plan, current)).state;
     }
   }
   return current;
@@ -537,7 +677,8 @@ function settle(
     } else if (entry.kind === 'used') {
       current = collect(record(plan, current, entry.tool, message, context, false), events);
     } else {
-      current = collect(record(plan, current, entry.tool, message, context, true), events);
+      // In shadow mode a call may not fit the sequence: report the violation it would have been.
+      current = collect(record(plan, current, entry.tool, message, context, !shadowOf(plan, current)), events);
     }
   }
   if (head === pending.length) return { ...current, pending: undefined };

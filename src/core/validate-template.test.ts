@@ -306,6 +306,8 @@ describe('JSON Schema', () => {
       'description',
       'defaultStep',
       'historyLimit',
+      'shadow',
+      'budget',
       'steps',
     ]);
   });

@@ -9,7 +9,8 @@
  *   next request, or `flush()` at the end of the turn), so a research turn of 4 model steps
  *   and 3 tools costs 5 store round trips;
  * - later model steps are decided locally from the last stored state plus the buffer: what is
- *   offered may be stale by another turn's writes, but what runs is decided by the store.
+ *   offered may be stale by another turn's writes, but what runs is decided by the store
+ *   (templates with token budgets write at every step instead, so spending is seen at once).
  *
  * A buffered completion is written at the latest when the turn ends. If the process dies
  * first, the reservation's lease ends and the call is released: the record of a call that ran
@@ -17,6 +18,7 @@
  */
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import type { OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { OrchestrationState } from '../core/state.js';
 import {
@@ -89,14 +91,37 @@ export class Turn {
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
       const { state, decisions } = await this.#write([{ type: 'user-message' }, started]);
-      return { decision: decisions.at(-1) as StepDecision, state };
+      return this.#offered({ decision: decisions.at(-1) as StepDecision, state });
+    }
+    if (this.#plan.hasBudgets) {
+      // With token budgets every step is decided on the store's state, usage written first, so
+      // concurrent turns see each other's spending: together they overspend by at most the one
+      // model step each of them has in flight. One more round trip per step, only for budgets.
+      const { state, decisions } = await this.#write([started]);
+      return this.#offered({ decision: decisions.at(-1) as StepDecision, state });
     }
     const context = this.#context();
     const local =
       this.#buffer.length === 0 ? this.#stored : transitionAll(this.#plan, this.#stored, this.#buffer, context).state;
     const result = transition(this.#plan, local, started, context);
     for (const event of result.events) this.#manager.emit(event);
-    return { decision: result.decision as StepDecision, state: result.state };
+    return this.#offered({ decision: result.decision as StepDecision, state: result.state });
+  }
+
+  /** Reports a step decision as a `tools-offered` event, for telemetry and timelines. */
+  #offered(step: TurnStep): TurnStep {
+    const { activeStep, allowedTools, toolChoice, sequence } = step.decision;
+    this.#manager.emit({
+      type: 'tools-offered',
+      sessionId: this.#sessionId,
+      step: activeStep,
+      tools: allowedTools,
+      toolChoice,
+      ...(sequence
+        ? { sequence: { index: sequence.index, length: sequence.length, expected: sequence.expected } }
+        : {}),
+    });
+    return step;
   }
 
   /**
@@ -124,6 +149,21 @@ export class Turn {
     const normalized = normalizeUsage(usage);
     if (normalized.totalTokens === 0 && normalized.promptTokens === 0 && normalized.completionTokens === 0) return;
     this.#buffer.push({ type: 'usage', usage: normalized });
+  }
+
+  /**
+   * Ends the turn: what the buffer holds is written together with a `turn-ended` input, so its
+   * `sequence-incomplete` costs no round trip of its own; with nothing buffered it is decided
+   * on the last stored state without one. Resolves to the events of that last change (none
+   * when the turn never reached the store).
+   */
+  async end(options: { awaitingApproval?: boolean } = {}): Promise<readonly OrchestrationEvent[]> {
+    const ended: TransitionInput = { type: 'turn-ended', awaitingApproval: options.awaitingApproval };
+    if (this.#buffer.length > 0) return (await this.#write([ended])).events;
+    if (this.#stored === undefined) return [];
+    const result = transition(this.#plan, this.#stored, ended, this.#context());
+    for (const event of result.events) this.#manager.emit(event);
+    return result.events;
   }
 
   /** True when inputs wait to be written. */
