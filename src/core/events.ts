@@ -70,7 +70,8 @@ export type OrchestrationEvent =
   /**
    * A turn decided a step (before each model step): the step chosen and the tools offered (what
    * the step decision allowed; the app may narrow it further). `sequence` is the position of
-   * the active step's sequence, when it has one.
+   * the active step's sequence, when it has one; in shadow mode `wouldOffer` is what
+   * enforcement would have offered instead.
    */
   | {
       type: 'tools-offered';
@@ -79,6 +80,8 @@ export type OrchestrationEvent =
       tools: readonly string[];
       toolChoice: 'auto' | 'none' | 'required';
       sequence?: { index: number; length: number; expected: readonly string[] | undefined };
+      shadow?: true;
+      wouldOffer?: readonly string[];
     }
   /**
    * Shadow mode: the call would have been refused for `reason`, and runs because nothing is

@@ -110,7 +110,7 @@ export class Turn {
 
   /** Reports a step decision as a `tools-offered` event, for telemetry and timelines. */
   #offered(step: TurnStep): TurnStep {
-    const { activeStep, allowedTools, toolChoice, sequence } = step.decision;
+    const { activeStep, allowedTools, toolChoice, sequence, shadow, wouldOffer } = step.decision;
     this.#manager.emit({
       type: 'tools-offered',
       sessionId: this.#sessionId,
@@ -120,6 +120,7 @@ export class Turn {
       ...(sequence
         ? { sequence: { index: sequence.index, length: sequence.length, expected: sequence.expected } }
         : {}),
+      ...(shadow ? { shadow, wouldOffer: wouldOffer ?? allowedTools } : {}),
     });
     return step;
   }
