@@ -70,6 +70,11 @@ export function serveCommand(context: CliContext): Command {
         .argParser(integer('--offline-delay', 0))
         .default(0),
     )
+    .option(
+      '--otel',
+      'export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318): requests, AI SDK spans and every orchestration decision (see docs/telemetry.md)',
+      false,
+    )
     .addOption(
       new Option('--log-level <level>', 'request log level (JSON lines on stdout)')
         .choices(['trace', 'debug', 'info', 'warn', 'error', 'silent'])
@@ -94,6 +99,7 @@ export function serveCommand(context: CliContext): Command {
           maxTurns?: number;
           maxQueuedTurns?: number;
           offlineDelay: number;
+          otel: boolean;
           logLevel: string;
         },
       ) => {
@@ -114,6 +120,7 @@ export function serveCommand(context: CliContext): Command {
             maxTurns: flags.maxTurns,
             maxQueuedTurns: flags.maxQueuedTurns,
             offlineDelayMs: flags.offlineDelay,
+            otel: flags.otel,
             logLevel: flags.logLevel,
             env: context.env,
             stdout: context.stdout as Writable & { isTTY?: boolean },

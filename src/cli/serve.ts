@@ -16,6 +16,7 @@ import { createOrchestrationManager, type OrchestrationManager } from '../orches
 import { type BatonApp, createApp, type ServedAgent } from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseStateKeys } from '../stores/state-token.js';
+import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
 import { chooseModel } from './chat.js';
 import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
 
@@ -39,6 +40,8 @@ export interface ServeOptions {
   maxQueuedTurns?: number | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;
+  /** Export traces over OTLP/HTTP (`docs/telemetry.md`). */
+  otel?: boolean | undefined;
   logLevel: string;
   env: Readonly<Record<string, string | undefined>>;
   stdout: Writable & { isTTY?: boolean };
@@ -108,6 +111,17 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     }
   }
 
+  let otel: OtelExport | undefined;
+  if (options.otel) {
+    try {
+      otel = startOtelExport({ env: options.env });
+    } catch (error) {
+      await manager?.close().catch(() => undefined);
+      throw new ServeSetupError(error instanceof Error ? error.message : String(error));
+    }
+    if (manager) otel.instrument(manager);
+  }
+
   const logger = pino({ level: options.logLevel, base: undefined }, options.stdout);
   const app = createApp({
     agents: served,
@@ -125,7 +139,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
 
   const server = await new Promise<Server>((resolveListening, reject) => {
     // Without createServer options, @hono/node-server makes a plain node:http server.
-    const listening = serve({ fetch: app.fetch, port: options.port, hostname: options.host }, () =>
+    const fetch = otel ? otel.traceRequests(app.fetch) : app.fetch;
+    const listening = serve({ fetch, port: options.port, hostname: options.host }, () =>
       resolveListening(listening as Server),
     );
     listening.once('error', (error: NodeJS.ErrnoException) => {
@@ -139,6 +154,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     });
   }).catch(async (error: unknown) => {
     await manager?.close().catch(() => undefined);
+    await otel?.shutdown().catch(() => undefined);
     throw error;
   });
 
@@ -151,6 +167,11 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   );
   say(`Agents (${served.length}):`);
   for (const line of modelLines) say(line);
+  if (otel) {
+    say(
+      `Traces: OTLP/HTTP to ${otel.endpoint}${otel.aiSdkSpans ? ' (with AI SDK spans)' : ' (AI SDK spans: npm install @ai-sdk/otel)'}${manager ? '' : '; orchestration events are not recorded with --stateless'}`,
+    );
+  }
   say(`Inspector: ${url}/   API: ${url}/api/agents   Stop: Ctrl-C`);
 
   const closed = new Promise<void>((resolveClosed) => {
@@ -160,7 +181,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       force.unref();
       server.close(() => {
         clearTimeout(force);
-        void Promise.resolve(manager?.close())
+        // Spans still buffered are exported before the process is told it may exit.
+        void Promise.all([manager?.close(), otel?.shutdown()])
           .catch(() => undefined)
           .then(() => resolveClosed());
       });

@@ -134,7 +134,7 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   const missing: string[] = [];
   const load = <Module>(name: string): Module | undefined => {
     try {
-      return loadOptionalDependency<Module>(name, '`baton serve --otel`');
+      return loadOptionalDependency<Module>(name, 'Exporting traces (`baton serve --otel`)');
     } catch (error) {
       // Absent packages are gathered into one message; one that is there but broken is its
       // own problem, reported as it is.
@@ -151,7 +151,7 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   const resources = load<Resources>('@opentelemetry/resources');
   const otlp = load<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http');
   if (!api || !sdk || !hooks || !resources || !otlp) {
-    throw new MissingDependencyError(missing.join(' '), '`baton serve --otel`');
+    throw new MissingDependencyError(missing.join(' '), 'Exporting traces (`baton serve --otel`)');
   }
 
   const env = options.env;
