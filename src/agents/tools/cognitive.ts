@@ -5,7 +5,9 @@
  * conversation, a UI and the orchestration can rely on. Each `structure*` function is pure and
  * deterministic; the tools are thin AI SDK wrappers around them.
  */
-import { tool } from 'ai';
+// Each tool is annotated `Tool<Input, Output>`: an inferred type would spell out types of
+// @ai-sdk/provider-utils in the published declarations, a package apps do not depend on.
+import { type Tool, tool } from 'ai';
 import { z } from 'zod';
 
 // Shared text helpers --------------------------------------------------------------------------
@@ -100,7 +102,7 @@ export function structureThought(input: ThinkInput): ThinkOutput {
 }
 
 /** `think`: structured step-by-step reasoning. */
-export const thinkTool = tool({
+export const thinkTool: Tool<ThinkInput, ThinkOutput> = tool({
   description:
     'Think a problem through step by step before answering. Pass the topic and your reasoning; the tool ' +
     'returns it as numbered steps with the conclusion, so the reasoning stays visible and checkable.',
@@ -149,7 +151,7 @@ export function structureReflection(input: ReflectInput): ReflectOutput {
 }
 
 /** `reflect`: retrospective analysis of the work so far. */
-export const reflectTool = tool({
+export const reflectTool: Tool<ReflectInput, ReflectOutput> = tool({
   description:
     'Reflect on the reasoning or results so far: what was learned, what remains uncertain, what to check next. ' +
     'The tool separates insights from open questions.',
@@ -218,7 +220,7 @@ export function structureCritique(input: CritiqueInput): CritiqueOutput {
 }
 
 /** `critique`: critical evaluation of an argument, claim or work. */
-export const critiqueTool = tool({
+export const critiqueTool: Tool<CritiqueInput, CritiqueOutput> = tool({
   description:
     'Critically evaluate an argument, claim, plan or piece of work. Pass the subject and your analysis; the tool ' +
     'sorts it into strengths, weaknesses and suggestions.',
@@ -274,7 +276,7 @@ export function structureDebate(input: DebateInput): DebateOutput {
 }
 
 /** `debate`: multi-perspective analysis of a contested question. */
-export const debateTool = tool({
+export const debateTool: Tool<DebateInput, DebateOutput> = tool({
   description:
     'Explore a contested question from several perspectives. Pass the topic and one argument per side ' +
     '("Side: argument"); the tool returns the positions side by side, plus your synthesis.',
@@ -320,7 +322,7 @@ export function structureBrainstorm(input: BrainstormInput): BrainstormOutput {
 }
 
 /** `brainstorm`: divergent idea generation. */
-export const brainstormTool = tool({
+export const brainstormTool: Tool<BrainstormInput, BrainstormOutput> = tool({
   description:
     'Generate many ideas for a challenge before judging them. Pass the challenge and your ideas; the tool numbers ' +
     'them, removes repeats and groups them by category.',
@@ -403,7 +405,7 @@ function clauseAbout(text: string, criterion: string): string | undefined {
 }
 
 /** `compare`: systematic comparison of options on criteria. */
-export const compareTool = tool({
+export const compareTool: Tool<CompareInput, CompareOutput> = tool({
   description:
     'Compare two or more options on explicit criteria. Pass the items ("Name: description") and the criteria; ' +
     'the tool returns a table with one row per criterion, marking what the descriptions do not cover.',
