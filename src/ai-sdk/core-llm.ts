@@ -3,10 +3,29 @@
  * it (AgentDock's CoreLLM role). The template's `llm` block (or its `llm.<provider>` node)
  * picks the model; environment variables and CLI flags override it.
  */
-import { generateText, type LanguageModel, streamText } from 'ai';
+import { generateText, type LanguageModel, streamText, type ToolSet } from 'ai';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
 import { loadOptionalDependency } from '../stores/optional-dependency.js';
 import { createOfflineModel } from './offline-model.js';
+import type { RuntimeContext } from './orchestrate.js';
+
+/**
+ * The options of an AI SDK call without `model`, member by member: the options are a union
+ * (`prompt` or `messages`), which a plain `Omit` would flatten.
+ */
+export type WithoutModel<OPTIONS> = OPTIONS extends unknown ? Omit<OPTIONS, 'model'> : never;
+
+/** The options of `streamText` for a tool set. */
+export type StreamTextOptions<
+  TOOLS extends ToolSet,
+  RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext,
+> = Parameters<typeof streamText<TOOLS, RUNTIME_CONTEXT>>[0];
+
+/** The options of `generateText` for a tool set. */
+export type GenerateTextOptions<
+  TOOLS extends ToolSet,
+  RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext,
+> = Parameters<typeof generateText<TOOLS, RUNTIME_CONTEXT>>[0];
 
 /** Providers `createLLM` knows. */
 export const LLM_PROVIDERS = ['openai', 'anthropic', 'openai-compatible', 'offline'] as const;
@@ -72,14 +91,25 @@ export class CoreLLM {
     this.modelId = info.modelId;
   }
 
-  /** `streamText` with this model. */
-  streamText(options: Omit<Parameters<typeof streamText>[0], 'model'>): ReturnType<typeof streamText> {
-    return streamText({ ...options, model: this.model } as Parameters<typeof streamText>[0]);
+  /** `streamText` with this model; the tool set's type flows through to the result. */
+  streamText<TOOLS extends ToolSet = ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext>(
+    options: WithoutModel<StreamTextOptions<TOOLS, RUNTIME_CONTEXT>>,
+  ): ReturnType<typeof streamText<TOOLS, RUNTIME_CONTEXT>> {
+    // Only `model` is added; TypeScript cannot follow an Omit through the options' generic union.
+    return streamText<TOOLS, RUNTIME_CONTEXT>({ ...options, model: this.model } as StreamTextOptions<
+      TOOLS,
+      RUNTIME_CONTEXT
+    >);
   }
 
-  /** `generateText` with this model. */
-  generateText(options: Omit<Parameters<typeof generateText>[0], 'model'>): ReturnType<typeof generateText> {
-    return generateText({ ...options, model: this.model } as Parameters<typeof generateText>[0]);
+  /** `generateText` with this model; the tool set's type flows through to the result. */
+  generateText<TOOLS extends ToolSet = ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext>(
+    options: WithoutModel<GenerateTextOptions<TOOLS, RUNTIME_CONTEXT>>,
+  ): ReturnType<typeof generateText<TOOLS, RUNTIME_CONTEXT>> {
+    return generateText<TOOLS, RUNTIME_CONTEXT>({ ...options, model: this.model } as GenerateTextOptions<
+      TOOLS,
+      RUNTIME_CONTEXT
+    >);
   }
 }
 

@@ -2,22 +2,33 @@
  * The seed's `LLMOrchestrationService`: wraps a model's `streamText` with orchestration,
  * token accounting and tool tracking for one session (seed 004).
  */
-import { isStepCount, type ModelMessage, type StepResult, type streamText, type ToolSet } from 'ai';
+import {
+  type ActiveTools,
+  isStepCount,
+  type LanguageModelCallOptions,
+  type ModelMessage,
+  type PrepareStepFunction,
+  type RequestOptions,
+  type StepResult,
+  type StreamTextOnChunkCallback,
+  streamText,
+  type ToolApprovalConfiguration,
+  type ToolCallRepairFunction,
+  type ToolChoice,
+  type ToolSet,
+} from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState } from '../core/state.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { CoreLLM } from './core-llm.js';
-import { type Orchestration, orchestrate, type StepInfo } from './orchestrate.js';
-
-type StreamTextOptions = Parameters<typeof streamText>[0];
+import { type Orchestration, orchestrate, type RuntimeContext, type StepInfo } from './orchestrate.js';
 
 /** The plan of a turn without orchestration: no steps, every tool allowed. */
 const NO_ORCHESTRATION = Object.freeze({ steps: [] });
-type StreamTextResult = ReturnType<typeof streamText>;
 
 /** Options of {@link LLMOrchestrationService.streamWithOrchestration}. */
-export interface StreamWithOrchestrationOptions<TOOLS extends ToolSet> {
+export interface StreamWithOrchestrationOptions<TOOLS extends ToolSet = ToolSet> {
   messages: ModelMessage[];
   tools?: TOOLS;
   /** The system prompt (the AI SDK 7 name is `instructions`; both are accepted). */
@@ -40,18 +51,33 @@ export interface StreamWithOrchestrationOptions<TOOLS extends ToolSet> {
   /** Receives errors of user callbacks and of state writes (default `console.error`). */
   onCallbackError?: (error: unknown, callback: string) => void;
   abortSignal?: AbortSignal;
-  /** Any other `streamText` option, passed through. */
-  extra?: Partial<StreamTextOptions>;
+  /**
+   * More `streamText` options: call settings (`topP`, `seed`, ...), request options and these
+   * hooks, which are composed with the orchestration's (see `orchestrate()`), not replaced.
+   */
+  extra?: StreamExtraOptions<TOOLS>;
 }
 
+/** `streamText` options {@link StreamWithOrchestrationOptions.extra} passes on. */
+export type StreamExtraOptions<TOOLS extends ToolSet = ToolSet> = LanguageModelCallOptions &
+  Omit<RequestOptions<TOOLS>, 'abortSignal'> & {
+    prepareStep?: PrepareStepFunction<TOOLS>;
+    toolApproval?: ToolApprovalConfiguration<TOOLS, RuntimeContext>;
+    activeTools?: ActiveTools<TOOLS>;
+    toolChoice?: ToolChoice<TOOLS>;
+    toolCallConcurrency?: number;
+    repairToolCall?: ToolCallRepairFunction<TOOLS>;
+    onChunk?: StreamTextOnChunkCallback<TOOLS>;
+  };
+
 /** The stream result with the orchestration attached. */
-export type OrchestratedStreamResult = StreamTextResult & {
+export type OrchestratedStreamResult<TOOLS extends ToolSet = ToolSet> = ReturnType<typeof streamText<TOOLS>> & {
   /** The session's orchestration state when the turn started. */
   orchestrationState: AIOrchestrationState | null;
-  /** The state after the turn, once every write has finished. */
+  /** The state after the turn, once every write has finished (null when it cannot be read). */
   finalOrchestrationState: Promise<AIOrchestrationState | null>;
-  /** The turn's orchestration (last step info, `settled()`). */
-  orchestration: Orchestration<ToolSet>;
+  /** The turn's orchestration (last step info, `sequenceIncomplete()`, `settled()`). */
+  orchestration: Orchestration<TOOLS>;
 };
 
 /** Bridges a `CoreLLM` and an `OrchestrationManager` for one session (AgentDock's service). */
@@ -67,9 +93,9 @@ export class LLMOrchestrationService {
   }
 
   /** Streams one turn with orchestration; see {@link StreamWithOrchestrationOptions}. */
-  async streamWithOrchestration<TOOLS extends ToolSet>(
+  async streamWithOrchestration<TOOLS extends ToolSet = ToolSet>(
     options: StreamWithOrchestrationOptions<TOOLS>,
-  ): Promise<OrchestratedStreamResult> {
+  ): Promise<OrchestratedStreamResult<TOOLS>> {
     const manager = this.#manager;
     const sessionId = this.#sessionId;
     const reportError =
@@ -82,16 +108,23 @@ export class LLMOrchestrationService {
         reportError(error, name);
       }
     };
-    const tools = (options.tools ?? {}) as TOOLS;
+    const { prepareStep, toolApproval, activeTools, toolChoice, ...extra } = options.extra ?? {};
     // Without a config every tool is allowed, but tool use and token usage still go through
     // the one transition (an empty plan), so call ids stay idempotent and records atomic.
-    const orchestration = orchestrate({
+    const orchestration = orchestrate<TOOLS>({
       manager,
       config: options.orchestration ?? NO_ORCHESTRATION,
       sessionId,
-      tools,
+      tools: options.tools ?? ({} as TOOLS),
       ...(options.conversation ? { messages: options.conversation } : {}),
       ...(options.onStep ? { onStep: options.onStep } : {}),
+      ...(prepareStep ? { prepareStep } : {}),
+      ...(toolApproval ? { toolApproval } : {}),
+      ...(activeTools ? { activeTools } : {}),
+      ...(toolChoice ? { toolChoice } : {}),
+      ...(options.onStepFinish
+        ? { onStepEnd: (step) => guard('onStepFinish', () => options.onStepFinish!(step)) }
+        : {}),
       onError: (error) => reportError(error, 'orchestration'),
     });
     const startState = await manager.getState(sessionId);
@@ -99,20 +132,17 @@ export class LLMOrchestrationService {
     const finalOrchestrationState = new Promise<AIOrchestrationState | null>((resolve) => {
       resolveFinal = resolve;
     });
-
-    const onStepEnd = async (step: StepResult<TOOLS>) => {
-      await orchestration.onStepEnd(step);
-      if (options.onStepFinish) await guard('onStepFinish', () => options.onStepFinish!(step));
-    };
-    const onEnd = async (event: { text: string; steps: readonly StepResult<TOOLS>[] }) => {
-      await orchestration.settled().catch(() => undefined);
-      if (options.onFinish) await guard('onFinish', () => options.onFinish!(event));
+    // Whatever ends the turn (its end, an error, an abort) settles it first: the writes of the
+    // tools that ran still count.
+    const finish = async () => {
+      await orchestration.settled().catch(() => undefined); // failures were reported to onError
       resolveFinal(await manager.getState(sessionId).catch(() => null));
     };
 
     const instructions = options.instructions ?? options.system;
-    const result = this.#llm.streamText({
-      ...options.extra,
+    const result = streamText<TOOLS>({
+      ...extra,
+      model: this.#llm.model,
       messages: options.messages,
       ...(instructions !== undefined ? { instructions } : {}),
       ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
@@ -121,23 +151,22 @@ export class LLMOrchestrationService {
       stopWhen: isStepCount(options.maxSteps ?? 10),
       tools: orchestration.tools,
       prepareStep: orchestration.prepareStep,
-      onStepEnd,
-      onEnd,
-      onError: ({ error }: { error: unknown }) => {
+      toolApproval: orchestration.toolApproval,
+      onStart: orchestration.onStart,
+      onStepEnd: orchestration.onStepEnd,
+      onEnd: async (event) => {
+        await orchestration.onEnd(event);
+        if (options.onFinish) await guard('onFinish', () => options.onFinish!(event));
+        await finish();
+      },
+      onError: ({ error }) => {
         reportError(error, 'stream');
-        resolveFinal(null);
+        void finish();
       },
       // An aborted turn calls neither onEnd nor onError: without this the final state would
-      // never resolve. The writes of the tools that did run still count.
-      onAbort: async () => {
-        await orchestration.settled().catch(() => undefined);
-        resolveFinal(await manager.getState(sessionId).catch(() => null));
-      },
-    } as unknown as Omit<StreamTextOptions, 'model'>);
-    return Object.assign(result, {
-      orchestrationState: startState,
-      finalOrchestrationState,
-      orchestration: orchestration as unknown as Orchestration<ToolSet>,
+      // never resolve.
+      onAbort: finish,
     });
+    return Object.assign(result, { orchestrationState: startState, finalOrchestrationState, orchestration });
   }
 }

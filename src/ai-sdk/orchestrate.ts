@@ -1,27 +1,54 @@
 /**
  * `orchestrate()`: orchestration for one turn of an AI SDK 7 tool loop. It returns what to
- * spread into `streamText`, `generateText` or `ToolLoopAgent`: a `prepareStep` that offers
- * exactly the allowed tools before every model step, tools whose `execute` enforces SPEC
- * section 7 (a tool that is not allowed never runs, whatever the model does), and an
- * `onStepEnd` that adds each step's token usage to the session.
+ * spread into `streamText`, `generateText` or `ToolLoopAgent`, enforcing SPEC section 7 through
+ * the SDK's own hooks:
+ *
+ * - `prepareStep` offers exactly the allowed tools before every model step (and forces the next
+ *   tool of a `requireSequence` step), and tells the model where it stands;
+ * - `toolApproval` decides every call before it runs: a call orchestration refuses is denied as
+ *   a result with the reason the model reads (never shown to a person as an approval prompt),
+ *   and only calls it allows go on to the app's own approval (`needsApproval`, `toolApproval`);
+ * - every tool's `execute` decides again and reserves the call in one atomic store update (the
+ *   authority, and the fail-closed backstop when the hooks above were not wired);
+ * - `onStepEnd`/`onEnd` add token usage and write what the turn holds; `onStart` checks that the
+ *   call really runs the guarded tools.
+ *
+ * The app's own `prepareStep`, `toolApproval`, `onStepEnd`, `onEnd`, `activeTools`, `toolChoice`
+ * and `instructions` go into `orchestrate()`'s options, and both apply, Baton's restrictions
+ * winning. What the AI SDK gets wrong silently when the spread is not last (unguarded tools, a
+ * replaced `prepareStep`, lost token usage) is detected and reported as an
+ * {@link OrchestrationWiringError}.
  */
-import {
-  type Instructions,
-  type ModelMessage,
-  NoSuchToolError,
-  type PrepareStepFunction,
-  type StepResult,
-  type ToolSet,
+import type {
+  ActiveTools,
+  GenerateTextEndEvent,
+  Instructions,
+  ModelMessage,
+  PrepareStepFunction,
+  PrepareStepResult,
+  StepResult,
+  ToolApprovalConfiguration,
+  ToolApprovalStatus,
+  ToolChoice,
+  ToolExecutionOptions,
+  ToolSet,
+  TypedToolCall,
 } from 'ai';
+import { NoSuchToolError } from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { StepView } from '../core/engine.js';
-import { BatonError } from '../core/errors.js';
-import type { ToolDenial } from '../core/events.js';
+import { BatonError, InvalidArgumentError } from '../core/errors.js';
+import type { OrchestrationEvent, ToolDenial } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
-import type { AIOrchestrationState } from '../core/state.js';
+import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
 import { toAIState } from '../core/state.js';
+import { decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { messageOf } from '../orchestration/orchestration-manager.js';
 import { Turn } from '../orchestration/turn.js';
+
+/** The AI SDK's runtime context type (`Context` of `@ai-sdk/provider-utils`). */
+export type RuntimeContext = Record<string, unknown>;
 
 /** What the orchestration looks like before one model step. */
 export interface StepInfo {
@@ -32,11 +59,33 @@ export interface StepInfo {
   readonly sequence: StepView['sequence'];
   /** The tools offered to the model for this step. */
   readonly allowedTools: readonly string[];
+  /** `required` when the model must call one of `allowedTools` (a `requireSequence` step). */
+  readonly toolChoice: 'auto' | 'none' | 'required';
   readonly state: AIOrchestrationState;
 }
 
+/** The `sequence-incomplete` event: the turn ended with the active step's sequence unfinished. */
+export type SequenceIncomplete = Extract<OrchestrationEvent, { type: 'sequence-incomplete' }>;
+
+/** The arguments the AI SDK passes to a generic `toolApproval` function (`GenericToolApprovalFunction`). */
+export interface ToolApprovalArguments<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext> {
+  toolCall: TypedToolCall<TOOLS>;
+  tools: TOOLS | undefined;
+  toolsContext: Parameters<PrepareStepFunction<TOOLS, RUNTIME_CONTEXT>>[0]['toolsContext'];
+  runtimeContext: RUNTIME_CONTEXT;
+  messages: ModelMessage[];
+}
+
+/** What the AI SDK's start event (`onStart`) carries that orchestration reads. */
+export interface CallStart {
+  readonly callId: string;
+  readonly tools: ToolSet | undefined;
+  readonly activeTools?: readonly string[] | undefined;
+  readonly toolChoice?: ToolChoice<ToolSet> | undefined;
+}
+
 /** Options of {@link orchestrate}. */
-export interface OrchestrateOptions<TOOLS extends ToolSet> {
+export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext> {
   manager: OrchestrationManager;
   /** The template, or its `orchestration` block (the same object every turn, so its plan is reused). */
   config: OrchestrationSource;
@@ -44,34 +93,67 @@ export interface OrchestrateOptions<TOOLS extends ToolSet> {
   /** Every tool of the agent; the ones not allowed are hidden and refused. */
   tools: TOOLS;
   /**
-   * The conversation, for message conditions. Default: the `initialMessages` the AI SDK passes
-   * to `prepareStep` (the messages of the call).
+   * The conversation, for message conditions. Default: the messages of the AI SDK call (its
+   * `initialMessages`).
    */
   messages?: readonly ChatMessage[] | readonly ModelMessage[];
   /** Called before every model step with the step's orchestration (for UIs and logs). */
   onStep?: (info: StepInfo) => void | PromiseLike<void>;
   /**
-   * Receives failures that the AI SDK would otherwise swallow (a store write in `onStepEnd`,
-   * an `onStep` callback that threw). Default: `console.error`. They are also kept, and
+   * Receives failures that the AI SDK would otherwise swallow (a state write, an `onStep`
+   * callback that threw, a wiring mistake). Default: `console.error`. They are also kept, and
    * {@link Orchestration.settled} rejects with the first one.
    */
   onError?: (error: unknown) => void;
+  /** Your instructions: the orchestration's block is appended (default: the call's `instructions`). */
+  instructions?: Instructions;
+  /** Your narrowing of the tools: offered are the tools both you and the orchestration allow. */
+  activeTools?: ActiveTools<TOOLS>;
+  /**
+   * Your tool choice, kept where the orchestration allows it: a forced tool that is not allowed
+   * now falls back to `auto`, and a required sequence forces its next tool whatever this says.
+   */
+  toolChoice?: ToolChoice<TOOLS>;
+  /**
+   * Your `prepareStep`, run after the orchestration's own each step. Its result applies, except
+   * that `activeTools` can only narrow what is allowed, `toolChoice` is combined as above and
+   * the orchestration's block is appended to its `instructions`.
+   */
+  prepareStep?: PrepareStepFunction<TOOLS, RUNTIME_CONTEXT>;
+  /**
+   * Your approval policy (a generic function or per-tool statuses), asked only for calls the
+   * orchestration allows. Tools' own `needsApproval` is honoured as the AI SDK would.
+   */
+  toolApproval?: ToolApprovalConfiguration<TOOLS, RUNTIME_CONTEXT>;
+  /** Your `onStepEnd`, called after the orchestration has recorded the step. */
+  onStepEnd?: (step: StepResult<TOOLS, RUNTIME_CONTEXT>) => void | PromiseLike<void>;
+  /** Your `onEnd`, called after the turn's writes are stored. */
+  onEnd?: (event: GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>) => void | PromiseLike<void>;
 }
 
-/** What {@link orchestrate} returns: spread it into the AI SDK call. */
-export interface Orchestration<TOOLS extends ToolSet> {
+/** What {@link orchestrate} returns: spread it into the AI SDK call, last. */
+export interface Orchestration<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext> {
   /** The agent's tools, each guarded by the orchestration. */
   readonly tools: TOOLS;
-  readonly prepareStep: PrepareStepFunction<TOOLS>;
-  readonly onStepEnd: (step: StepResult<TOOLS>) => Promise<void>;
+  readonly prepareStep: PrepareStepFunction<TOOLS, RUNTIME_CONTEXT>;
+  /** Decides every call before it runs; see the module comment. */
+  readonly toolApproval: (options: ToolApprovalArguments<TOOLS, RUNTIME_CONTEXT>) => Promise<ToolApprovalStatus>;
+  /** Checks that the call runs the guarded tools, and reads its `activeTools` and `toolChoice`. */
+  readonly onStart: (event: CallStart) => Promise<void>;
+  readonly onStepEnd: (step: StepResult<TOOLS, RUNTIME_CONTEXT>) => Promise<void>;
   /**
-   * Writes what the turn still holds (the last tool's completion, the last step's usage).
-   * Spread it as the AI SDK's `onEnd`, or call {@link settled} after the stream.
+   * Writes what the turn still holds (the last tool's completion, the last step's usage) and
+   * ends the turn. Spread it as the AI SDK's `onEnd`, or call {@link settled} after the stream.
    */
-  readonly onEnd: () => Promise<void>;
+  readonly onEnd: (event?: GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>) => Promise<void>;
   /** The orchestration of the latest model step, once one has started. */
   lastStep(): StepInfo | undefined;
-  /** Resolves when every state write of the turn has finished; rejects with the first failure. */
+  /** Once the turn has ended: its `sequence-incomplete` event, if the sequence was left unfinished. */
+  sequenceIncomplete(): SequenceIncomplete | undefined;
+  /**
+   * Ends the turn if the AI SDK did not (an error, an abort) and resolves when every state write
+   * has finished; rejects with the first failure (a state write, a wiring mistake).
+   */
   settled(): Promise<void>;
 }
 
@@ -85,10 +167,7 @@ export class ToolRejectedError extends BatonError {
   readonly allowedTools: readonly string[];
 
   constructor(tool: string, reason: ToolDenial, allowedTools: readonly string[]) {
-    const instead = allowedTools.length
-      ? `Allowed tools now: ${allowedTools.join(', ')}.`
-      : 'No tool is allowed now; answer without tools.';
-    super('tool-rejected', `Tool "${tool}" was not run: ${reason.message}. ${instead}`);
+    super('tool-rejected', rejectionMessage(tool, reason, allowedTools));
     this.name = 'ToolRejectedError';
     this.tool = tool;
     this.reason = reason;
@@ -101,25 +180,92 @@ export class ToolRejectedError extends BatonError {
   }
 }
 
+/** What was wired wrong: see {@link OrchestrationWiringError}. */
+export type WiringProblem = 'tools' | 'prepareStep' | 'toolApproval' | 'onStepEnd';
+
+/**
+ * The AI SDK call was not given what `orchestrate()` returned: tools that are not the guarded
+ * ones, or a hook of the orchestration replaced by another (an option written after the
+ * spread). The message says how to fix it.
+ */
+export class OrchestrationWiringError extends InvalidArgumentError {
+  /** Which part of the orchestration is missing from the call. */
+  readonly wiring: WiringProblem;
+
+  constructor(wiring: WiringProblem, message: string) {
+    super(wiring, message);
+    this.name = 'OrchestrationWiringError';
+    this.wiring = wiring;
+  }
+
+  /** True for an {@link OrchestrationWiringError} from any copy of the package. */
+  static override isInstance(error: unknown): error is OrchestrationWiringError {
+    return InvalidArgumentError.isInstance(error) && typeof (error as { wiring?: unknown }).wiring === 'string';
+  }
+}
+
+const SPREAD_LAST =
+  'pass your own tools, prepareStep, toolApproval, onStepEnd, onEnd, activeTools and toolChoice to orchestrate() and spread its result last: streamText({ model, messages, ...orchestration })';
+
 /** Orchestrates one turn of an AI SDK tool loop (see the module comment). */
-export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<TOOLS>): Orchestration<TOOLS> {
+export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext>(
+  options: OrchestrateOptions<TOOLS, RUNTIME_CONTEXT>,
+): Orchestration<TOOLS, RUNTIME_CONTEXT> {
   const { manager, sessionId } = options;
   const toolNames = Object.keys(options.tools);
-  const turn = new Turn({
-    manager,
-    config: options.config,
-    sessionId,
-    agentTools: toolNames,
-    messages: options.messages as readonly ChatMessage[] | undefined,
-  });
+  let conversation: readonly ChatMessage[] | undefined = options.messages;
+  const turn = new Turn({ manager, config: options.config, sessionId, agentTools: toolNames, messages: conversation });
+  const plan = turn.plan;
   const report = options.onError ?? ((error: unknown) => console.error('[baton] orchestration failure:', error));
   const failures: unknown[] = [];
   const fail = (error: unknown) => {
     failures.push(error);
     report(error);
   };
+  const reported = new Set<string>();
+  /**
+   * Reports a wiring mistake once. `lossless` ones (enforcement and records intact) only go to
+   * onError; the others also make settled() reject.
+   */
+  const wiringProblem = (wiring: WiringProblem, message: string, lossless = false): OrchestrationWiringError => {
+    const error = new OrchestrationWiringError(wiring, message);
+    const key = `${wiring}:${lossless}`;
+    if (!reported.has(key)) {
+      reported.add(key);
+      if (lossless) report(error);
+      else fail(error);
+    }
+    return error;
+  };
+  /** Set when the call runs tools that bypass the guard: everything is refused from then on. */
+  let unguarded: OrchestrationWiringError | undefined;
+
   let offered: readonly string[] = [];
   let last: StepInfo | undefined;
+  /** Model steps prepared, and the step numbers whose results were recorded. */
+  let prepared = 0;
+  const recordedSteps = new Set<number>();
+  let onStepEndRan = false;
+  /** Proven when a step ended without the orchestration's onStepEnd (its result came another way). */
+  let onStepEndMissing = false;
+  let onEndRan = false;
+  /** What the call itself set (read in onStart), used when the options do not say. */
+  let callActiveTools: readonly string[] | undefined;
+  let callToolChoice: ToolChoice<ToolSet> | undefined;
+  /** Instructions the app's prepareStep returned last: they carry forward, as in the AI SDK. */
+  let carriedInstructions: Instructions | undefined;
+  /**
+   * The session as this step's approvals see it: the state the step was decided on, plus the
+   * calls approved so far in the step, as if they completed (they run after every approval).
+   */
+  let projected: OrchestrationState | undefined;
+  /** Call ids the approval hook has seen: a fresh call that reaches execute without it is a wiring gap. */
+  const approvalSeen = new Set<string>();
+  /** True when a call of the latest step waits for a person's approval (the turn stops there). */
+  let awaitingApproval = false;
+  let incomplete: SequenceIncomplete | undefined;
+  let ending: Promise<void> | undefined;
+
   // Tool calls of one step run one after another, in the order the model emitted them, so
   // each is decided on the state the previous one left: deterministic, whatever the SDK's
   // tool concurrency.
@@ -143,51 +289,230 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
       () => undefined,
       (error: unknown) => fail(error),
     );
+  const adoptMessages = (messages: readonly ChatMessage[]) => {
+    conversation ??= messages;
+    // biome-ignore lint/correctness/useHookAtTopLevel: Turn.useMessages is a method, not a React hook
+    turn.useMessages(messages);
+  };
+  const context = () => manager.transitionContext(messageOf(conversation));
+  /** Begins the turn when a call comes before any model step (an approved call resumed). */
+  const begin = async () => {
+    if (turn.state === undefined) await turn.stepStarted();
+    projected ??= turn.state;
+  };
+  const decideLocally = (tool: string, toolCallId: string, offeredNow: readonly string[] | undefined): ToolDecision => {
+    const base = projected ?? turn.state;
+    if (base === undefined) throw new Error('orchestration: no state to decide on'); // begin() ran first
+    return decideToolCall(plan, base, { tool, toolCallId, agentTools: toolNames, offered: offeredNow }, context());
+  };
+  const project = (tool: string, toolCallId: string) => {
+    const base = projected ?? turn.state;
+    if (base === undefined) return;
+    projected = transitionAll(
+      plan,
+      base,
+      [
+        { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
+        { type: 'tool-completed', toolCallId },
+      ],
+      context(),
+    ).state;
+  };
+  const rejected = (tool: string, toolCallId: string, decision: Extract<ToolDecision, { allowed: false }>) => {
+    manager.emit({
+      type: 'tool-rejected',
+      sessionId,
+      tool,
+      toolCallId,
+      step: (projected ?? turn.state)?.activeStep,
+      allowedTools: decision.allowedTools,
+      reason: decision.reason,
+    });
+  };
+  /** Records a finished model step once, whichever hook sees it first. */
+  const recordStep = (step: StepResult<TOOLS, RUNTIME_CONTEXT>) => {
+    if (recordedSteps.has(step.stepNumber)) return;
+    recordedSteps.add(step.stepNumber);
+    // Calls the SDK refused before any hook (not active, unknown) never reached the guard;
+    // report them as rejections all the same.
+    for (const call of step.toolCalls) {
+      if (!call.invalid || !NoSuchToolError.isInstance(call.error)) continue;
+      const known = toolNames.includes(call.toolName);
+      const reason: ToolDenial = known
+        ? { code: 'not-offered', offered, message: `"${call.toolName}" was not offered for this model step` }
+        : { code: 'no-such-tool', message: `"${call.toolName}" is not one of the agent's tools` };
+      manager.emit({
+        type: 'tool-rejected',
+        sessionId,
+        tool: call.toolName,
+        toolCallId: call.toolCallId,
+        step: last?.activeStep,
+        allowedTools: offered,
+        reason,
+      });
+    }
+    turn.usage(step.usage);
+  };
+  /** Ends the turn once: the buffered writes and `turn-ended` go in one store update. */
+  const end = (): Promise<void> => {
+    ending ??= track(
+      (async () => {
+        await Promise.allSettled([...pending].filter((promise) => promise !== ending));
+        const events = await turn.end({ awaitingApproval });
+        incomplete = events.find((event): event is SequenceIncomplete => event.type === 'sequence-incomplete');
+      })(),
+    ).catch(fail);
+    return ending;
+  };
 
-  const guarded = {} as Record<string, unknown>;
+  const guardedTools = new WeakSet<object>();
+  const guarded: ToolSet = {};
   for (const [name, original] of Object.entries(options.tools)) {
     const execute = original.execute;
     if (typeof execute !== 'function') {
       guarded[name] = original; // a client-side tool: the loop stops at it, nothing runs here
       continue;
     }
-    guarded[name] = {
+    const tool = {
       ...original,
-      execute: (input: unknown, execution: { toolCallId: string }) =>
+      execute: (input: unknown, execution: ToolExecutionOptions<unknown>) =>
         serial(async () => {
-          // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
-          const decision = await turn.request(name, execution.toolCallId, offered);
+          const { toolCallId } = execution;
+          if (unguarded) throw unguarded;
+          const resumed = isResumedCall(execution.messages, toolCallId);
+          if (!resumed && !approvalSeen.has(toolCallId)) {
+            // Enforcement holds (decided below), but approval prompts may have been raised for
+            // calls orchestration refuses.
+            wiringProblem(
+              'toolApproval',
+              `the call's toolApproval is not the orchestration's, so a person may be asked to approve calls it would refuse; pass yours as orchestrate({ toolApproval }) and ${SPREAD_LAST}`,
+              true,
+            );
+          }
+          let decision: ToolDecision;
+          try {
+            if (turn.state === undefined) {
+              adoptMessages(execution.messages);
+              await turn.stepStarted();
+            }
+            // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
+            // An approved call resumed from the history was offered by an earlier request: what
+            // counts is whether it is allowed now.
+            decision = await turn.request(name, toolCallId, resumed ? undefined : offered);
+          } catch (error) {
+            fail(error);
+            throw error; // not run: the model is told it failed, which is true
+          }
           if (!decision.allowed) throw new ToolRejectedError(name, decision.reason, decision.allowedTools);
           let output: unknown;
           try {
             output = await execute.call(original, input as never, execution as never);
           } catch (error) {
             // A tool that throws is not recorded: its reservation is released.
-            turn.failed(execution.toolCallId);
+            turn.failed(toolCallId);
             throw error;
           }
-          turn.completed(execution.toolCallId);
+          // Buffered: written with the next update. A store failure then is reported
+          // (onError, settled()) and never turns this result into an error for the model.
+          turn.completed(toolCallId);
           return output;
         }),
     };
+    guardedTools.add(tool);
+    guarded[name] = tool;
   }
 
-  const prepareStep = (async (step: {
-    stepNumber: number;
-    initialInstructions: Instructions | undefined;
-    initialMessages: ModelMessage[];
-  }) => {
-    if (pending.size > 0) await Promise.allSettled([...pending]);
-    turn.useMessages(step.initialMessages as readonly ChatMessage[]);
+  const onStart = async (event: CallStart) => {
+    callActiveTools = event.activeTools;
+    callToolChoice = event.toolChoice;
+    const bypassing = Object.entries(event.tools ?? {})
+      .filter(([, tool]) => typeof tool.execute === 'function' && !guardedTools.has(tool))
+      .map(([name]) => name);
+    if (bypassing.length > 0) unguarded = unguardedError(bypassing);
+  };
+  const unguardedError = (names: readonly string[]) =>
+    wiringProblem(
+      'tools',
+      `the call runs tools that orchestrate() did not guard (${names.map((n) => `"${n}"`).join(', ')}), so nothing would stop a tool that is not allowed; ${SPREAD_LAST}. Every call is refused until this is fixed`,
+    );
+
+  const toolApproval = async (args: ToolApprovalArguments<TOOLS, RUNTIME_CONTEXT>): Promise<ToolApprovalStatus> => {
+    const { toolCall, messages } = args;
+    const name = toolCall.toolName;
+    const id = toolCall.toolCallId;
+    approvalSeen.add(id);
+    const tool = args.tools?.[name];
+    if (!unguarded && typeof tool?.execute === 'function' && !guardedTools.has(tool))
+      unguarded = unguardedError([name]);
+    if (unguarded) return { type: 'denied', reason: unguarded.message };
+    // An approved call resumed from the history runs before the first model step; a fresh
+    // call comes from a step this orchestration prepared.
+    const resumed = isResumedCall(messages, id);
+    let decision: ToolDecision;
+    try {
+      if (resumed) {
+        adoptMessages(messages);
+        await begin();
+      } else if (prepared === 0) {
+        const error = wiringProblem(
+          'prepareStep',
+          `the call's prepareStep is not the orchestration's, so the model is offered tools orchestration has not allowed; pass yours as orchestrate({ prepareStep }) and ${SPREAD_LAST}`,
+        );
+        return { type: 'denied', reason: error.message };
+      }
+      decision = decideLocally(name, id, resumed ? undefined : offered);
+    } catch (error) {
+      // Fail closed, as the AI SDK's policy packages do: no decision, no run.
+      fail(error);
+      return { type: 'denied', reason: 'orchestration could not decide on this call; try again later' };
+    }
+    if (!decision.allowed) {
+      rejected(name, id, decision);
+      return { type: 'denied', reason: rejectionMessage(name, decision.reason, decision.allowedTools) };
+    }
+    const status = normalizeApprovalStatus(await appApproval(options.toolApproval, args));
+    if (status.type === 'denied') return status;
+    // The next call of the step is decided as if this one ran (it runs before the next
+    // approval's call, or waits for a person who approves it): a person is never asked to
+    // approve a call that could only run if an earlier one of the step were refused.
+    project(name, id);
+    if (status.type === 'user-approval' && !resumed) awaitingApproval = true;
+    return status;
+  };
+
+  const prepareStep: PrepareStepFunction<TOOLS, RUNTIME_CONTEXT> = async (step) => {
+    if (unguarded) throw unguarded; // fail closed: the AI SDK call ends with this error
+    await Promise.allSettled([...pending]);
+    prepared++;
+    awaitingApproval = false;
+    // Steps whose onStepEnd never came (the app replaced it): their usage still counts.
+    const missed = step.steps.filter((s) => !recordedSteps.has(s.stepNumber));
+    if (missed.length > 0) {
+      for (const s of missed) recordStep(s);
+      if (!onStepEndRan) noteMissingOnStepEnd();
+    }
+    adoptMessages(step.initialMessages);
     const { decision, state } = await turn.stepStarted();
-    const activeStep = turn.plan.step(decision.activeStep);
-    offered = decision.allowedTools;
+    projected = state;
+    const activeStep = plan.step(decision.activeStep);
+    const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined = await options.prepareStep?.(step);
+    const narrowing = app?.activeTools ?? options.activeTools ?? callActiveTools;
+    const offeredNow = narrowing
+      ? decision.allowedTools.filter((tool) => narrowing.includes(tool))
+      : decision.allowedTools;
+    const choice = combineToolChoice(
+      decision.toolChoice,
+      app?.toolChoice ?? options.toolChoice ?? (callToolChoice as ToolChoice<TOOLS> | undefined),
+      offeredNow,
+    );
+    offered = offeredNow;
     last = {
       stepNumber: step.stepNumber,
       activeStep: decision.activeStep,
       stepDescription: activeStep?.description,
       sequence: decision.sequence,
-      allowedTools: decision.allowedTools,
+      allowedTools: offeredNow,
+      toolChoice: offeredNow.length === 0 ? 'none' : decision.toolChoice,
       state: toAIState(state),
     };
     if (options.onStep) {
@@ -197,56 +522,172 @@ export function orchestrate<TOOLS extends ToolSet>(options: OrchestrateOptions<T
         fail(error);
       }
     }
-    // With no steps there is nothing to tell the model: leave the caller's instructions alone.
-    const instructions =
-      turn.plan.steps.length === 0
-        ? step.initialInstructions
-        : withOrchestration(step.initialInstructions, last, activeStep?.instructions);
-    return decision.allowedTools.length === 0
-      ? { activeTools: [], toolChoice: 'none' as const, instructions }
-      : { activeTools: [...decision.allowedTools], instructions };
-  }) as unknown as PrepareStepFunction<TOOLS>;
+    if (app?.instructions !== undefined) carriedInstructions = app.instructions;
+    const base = carriedInstructions ?? options.instructions ?? step.initialInstructions;
+    // With no steps there is nothing to tell the model: leave the instructions alone.
+    const instructions = plan.steps.length === 0 ? base : withOrchestration(base, last, activeStep?.instructions);
+    const result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> = {
+      ...app,
+      activeTools: offeredNow.filter((tool): tool is keyof TOOLS & string => Object.hasOwn(guarded, tool)),
+      toolChoice: choice,
+    };
+    if (instructions !== undefined) result.instructions = instructions;
+    return result;
+  };
+  const noteMissingOnStepEnd = () => {
+    onStepEndMissing = true;
+    wiringProblem(
+      'onStepEnd',
+      `the call's onStepEnd is not the orchestration's, so token usage and writes wait for the end of the turn (and are lost if onEnd is replaced too and settled() is not called); pass yours as orchestrate({ onStepEnd }) and ${SPREAD_LAST}`,
+      true,
+    );
+  };
 
-  const onStepEnd = async (step: StepResult<TOOLS>) => {
-    // Calls the SDK refused before execute (not active, unknown, bad input) never reached our
-    // guard; report them as rejections all the same.
-    for (const call of step.toolCalls) {
-      const invalid = call as { invalid?: boolean; error?: unknown; toolName: string; toolCallId: string };
-      if (invalid.invalid && NoSuchToolError.isInstance(invalid.error)) {
-        const known = toolNames.includes(invalid.toolName);
-        const reason: ToolDenial = known
-          ? { code: 'not-offered', offered, message: `"${invalid.toolName}" was not offered for this model step` }
-          : { code: 'no-such-tool', message: `"${invalid.toolName}" is not one of the agent's tools` };
-        manager.emit({
-          type: 'tool-rejected',
-          sessionId,
-          tool: invalid.toolName,
-          toolCallId: invalid.toolCallId,
-          step: last?.activeStep,
-          allowedTools: offered,
-          reason,
-        });
-      }
+  const onStepEnd = async (step: StepResult<TOOLS, RUNTIME_CONTEXT>) => {
+    onStepEndRan = true;
+    recordStep(step);
+    await Promise.allSettled([...pending]);
+    // A step without tool calls ends the turn: write what waits, with the turn's end. Otherwise
+    // it rides on the next step's first tool request (or on onEnd / settled()).
+    if (step.toolCalls.length === 0) await end();
+    await options.onStepEnd?.(step);
+  };
+
+  const onEnd = async (event?: GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>) => {
+    onEndRan = true;
+    if (event) {
+      const missed = event.steps.filter((s) => !recordedSteps.has(s.stepNumber));
+      for (const s of missed) recordStep(s);
+      if (missed.length > 0 && !onStepEndRan) noteMissingOnStepEnd();
     }
-    if (pending.size > 0) await Promise.allSettled([...pending]);
-    if (step.usage) turn.usage(step.usage);
-    // A step without tool calls ends the turn: write what waits. Otherwise it rides on the
-    // next step's first tool request (or on onEnd / settled()).
-    if (step.toolCalls.length === 0) await flush();
+    await end();
+    if (turn.dirty) await flush();
+    if (event) await options.onEnd?.(event);
   };
 
   return {
+    // Each tool is the app's own with `execute` wrapped: the same tool types.
     tools: guarded as TOOLS,
     prepareStep,
+    toolApproval,
+    onStart,
     onStepEnd,
-    onEnd: flush,
+    onEnd,
     lastStep: () => last,
+    sequenceIncomplete: () => incomplete,
     async settled() {
       await Promise.allSettled([...pending]);
+      await end();
       if (turn.dirty) await flush();
+      // Without the orchestration's onStepEnd, the last step's usage only comes with its onEnd.
+      if (onStepEndMissing && !onEndRan) {
+        wiringProblem(
+          'onStepEnd',
+          `neither the call's onStepEnd nor its onEnd is the orchestration's, so the last model step's token usage was not recorded; pass yours as orchestrate({ onStepEnd, onEnd }) and ${SPREAD_LAST}`,
+        );
+      }
       if (failures.length > 0) throw failures[0];
     },
   };
+}
+
+/** The message a refused call gets: why, and what the model may call instead. */
+function rejectionMessage(tool: string, reason: ToolDenial, allowedTools: readonly string[]): string {
+  const instead = allowedTools.length
+    ? `Allowed tools now: ${allowedTools.join(', ')}.`
+    : 'No tool is allowed now; answer without tools.';
+  return `Tool "${tool}" was not run: ${reason.message}. ${instead}`;
+}
+
+/**
+ * True when `toolCallId` is a call of the history (`messages` holds the assistant message
+ * that made it): an approved call the AI SDK runs before the first model step. A call of the
+ * current step is not in the messages its step was sent.
+ */
+function isResumedCall(messages: readonly ModelMessage[], toolCallId: string): boolean {
+  for (const message of messages) {
+    if (message.role !== 'assistant' || typeof message.content === 'string') continue;
+    for (const part of message.content) if (part.type === 'tool-call' && part.toolCallId === toolCallId) return true;
+  }
+  return false;
+}
+
+type NormalizedApprovalStatus = Exclude<ToolApprovalStatus, string | undefined>;
+
+function normalizeApprovalStatus(status: ToolApprovalStatus): NormalizedApprovalStatus {
+  if (status === undefined) return { type: 'not-applicable' };
+  if (typeof status === 'string') return { type: status };
+  return status;
+}
+
+/** A per-tool approval function of the app, as the AI SDK calls it. */
+type ToolApprovalFunction = (
+  input: unknown,
+  options: { toolCallId: string; messages: ModelMessage[]; toolContext: unknown; runtimeContext: unknown },
+) => ToolApprovalStatus | PromiseLike<ToolApprovalStatus>;
+
+/** A tool's own `needsApproval`, as the AI SDK calls it. */
+type NeedsApproval =
+  | boolean
+  | ((
+      input: unknown,
+      options: { toolCallId: string; messages: ModelMessage[]; context: unknown },
+    ) => boolean | PromiseLike<boolean>);
+
+/**
+ * The app's approval of a call orchestration allows, resolved as the AI SDK resolves it when
+ * no orchestration is involved: the generic function; else the tool's entry of the per-tool
+ * configuration; else the tool's `needsApproval`.
+ */
+async function appApproval<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext>(
+  configuration: ToolApprovalConfiguration<TOOLS, RUNTIME_CONTEXT> | undefined,
+  args: ToolApprovalArguments<TOOLS, RUNTIME_CONTEXT>,
+): Promise<ToolApprovalStatus> {
+  if (typeof configuration === 'function') return configuration(args);
+  const { toolCall, messages } = args;
+  const name = toolCall.toolName;
+  const toolContext: unknown = (args.toolsContext as Record<string, unknown> | undefined)?.[name];
+  const entry: unknown =
+    configuration !== undefined && Object.hasOwn(configuration, name)
+      ? configuration[name as keyof typeof configuration]
+      : undefined;
+  if (typeof entry === 'function') {
+    // The SDK validated the input against this tool's schema before asking.
+    return (entry as ToolApprovalFunction)(toolCall.input, {
+      toolCallId: toolCall.toolCallId,
+      messages,
+      toolContext,
+      runtimeContext: args.runtimeContext,
+    });
+  }
+  if (entry != null) return entry as ToolApprovalStatus;
+  const needsApproval = (args.tools?.[name] as { needsApproval?: NeedsApproval } | undefined)?.needsApproval;
+  if (needsApproval == null) return undefined;
+  const needed =
+    typeof needsApproval === 'function'
+      ? await needsApproval(toolCall.input, { toolCallId: toolCall.toolCallId, messages, context: toolContext })
+      : needsApproval;
+  return needed ? 'user-approval' : undefined;
+}
+
+/**
+ * The step's tool choice: the orchestration's forced choice wins; the app's choice is kept
+ * where the offered tools allow it.
+ */
+function combineToolChoice<TOOLS extends ToolSet>(
+  orchestration: 'auto' | 'none' | 'required',
+  app: ToolChoice<TOOLS> | undefined,
+  offered: readonly string[],
+): ToolChoice<TOOLS> {
+  if (offered.length === 0) return 'none';
+  const forcesOffered = typeof app === 'object' && offered.includes(app.toolName);
+  if (orchestration === 'required') {
+    if (forcesOffered) return app;
+    const only = offered.length === 1 ? offered[0] : undefined;
+    return only === undefined ? 'required' : { type: 'tool', toolName: only as Extract<keyof TOOLS, string> };
+  }
+  if (app === undefined || typeof app === 'string') return app ?? 'auto';
+  return forcesOffered ? app : 'auto';
 }
 
 /** The caller's instructions plus what the model needs to know about the active step. */

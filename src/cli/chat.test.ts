@@ -220,6 +220,7 @@ describe('stepLine', () => {
     stepDescription: undefined,
     sequence: undefined,
     allowedTools: ['search'],
+    toolChoice: 'auto',
     state: {
       sessionId: 's',
       recentlyUsedTools: [],
