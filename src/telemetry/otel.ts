@@ -46,6 +46,7 @@ export type TelemetryAttributes = Record<string, TelemetryAttributeValue>;
  */
 export interface TelemetrySpan {
   addEvent(name: string, attributes?: TelemetryAttributes): unknown;
+  setAttributes(attributes: TelemetryAttributes): unknown;
   isRecording(): boolean;
   end(): void;
 }
@@ -102,17 +103,21 @@ export function createTelemetry(options: TelemetryOptions = {}): OrchestrationTe
   const tracerOf = (): TelemetryTracer => options.tracer ?? api.trace.getTracer(TELEMETRY_SCOPE);
   const listener: EventListener = (event) => {
     const name = spanEventName(event.type);
-    const attributes = eventAttributes(event);
     const active = api.context.active();
     const span = api.trace.getSpan(active);
     if (span?.isRecording()) {
-      span.addEvent(name, attributes);
+      span.addEvent(name, eventAttributes(event));
       return;
     }
     // The context type is opaque to this module: whatever `context.active()` returned is what
     // `startSpan` takes as its parent.
-    const own = tracerOf().startSpan(name, { kind: SPAN_KIND_INTERNAL, attributes }, active as never);
-    own.addEvent(name, attributes);
+    const own = tracerOf().startSpan(name, { kind: SPAN_KIND_INTERNAL }, active as never);
+    // Not sampled, or no provider registered: the attributes are not even built.
+    if (own.isRecording()) {
+      const attributes = eventAttributes(event);
+      own.setAttributes(attributes);
+      own.addEvent(name, attributes);
+    }
     own.end();
   };
   return {
@@ -180,8 +185,17 @@ function homogeneousList(list: readonly unknown[]): string[] | number[] | boolea
   return undefined;
 }
 
+/** Field names seen so far, converted once: events reuse a handful of names. */
+const snakeCases = new Map<string, string>();
+
 function snakeCase(key: string): string {
-  return key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+  let converted = snakeCases.get(key);
+  if (converted === undefined) {
+    converted = key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+    // Bounded: an event type with ever-new field names must not grow this without end.
+    if (snakeCases.size < 1000) snakeCases.set(key, converted);
+  }
+  return converted;
 }
 
 function loadApi(): OtelApi | Error {
