@@ -1,5 +1,5 @@
 /**
- * `baton/agents`: running agents from templates, and the built-in tools.
+ * `baton-agents/agents`: running agents from templates, and the built-in tools.
  */
 export { type Agent, type CreateAgentOptions, createAgent, type HandleMessageOptions } from './create-agent.js';
 export { builtinTools, type ResolvedTools, resolveTools } from './tools/index.js';

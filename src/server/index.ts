@@ -1,5 +1,5 @@
 /**
- * `baton/server`: the HTTP API as a Hono app, and the shapes of what it answers.
+ * `baton-agents/server`: the HTTP API as a Hono app, and the shapes of what it answers.
  */
 export type {
   AgentDetailResponse,

@@ -1,5 +1,5 @@
 /**
- * `baton/telemetry`: orchestration decisions as OpenTelemetry span events, and the OTLP/HTTP
+ * `baton-agents/telemetry`: orchestration decisions as OpenTelemetry span events, and the OTLP/HTTP
  * pipeline of `baton serve --otel`. See `docs/telemetry.md`.
  */
 export {
