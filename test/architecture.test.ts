@@ -1,7 +1,7 @@
 /**
  * The layering of ARCHITECTURE.md, checked on the source: dependencies point one way
- * (cli -> server -> agents -> ai-sdk -> orchestration -> core, stores -> core), the core stays
- * pure, and the browser code takes only types from the server.
+ * (cli -> server -> agents -> ai-sdk -> orchestration -> core, stores -> core, cli -> telemetry ->
+ * orchestration), the core stays pure, and the browser code takes only types from the server.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -18,8 +18,10 @@ const ALLOWED: Record<string, readonly string[]> = {
   'ai-sdk': ['core', 'stores', 'orchestration', 'templates', 'ai-sdk'],
   agents: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents'],
   server: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server'],
-  cli: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server', 'cli'],
+  cli: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server', 'telemetry', 'cli'],
   testing: ['core', 'stores', 'orchestration', 'ai-sdk', 'testing'],
+  // A listener on the manager's events; only the CLI (`serve --otel`) wires it into a process.
+  telemetry: ['core', 'stores', 'orchestration', 'telemetry'],
 };
 
 function sourceFiles(dir: string): string[] {
