@@ -40,9 +40,11 @@ export {
 } from './core/engine.js';
 export {
   BatonError,
+  type BatonErrorCode,
   type BatonErrorOptions,
   InvalidArgumentError,
   MissingDependencyError,
+  StoreClosedError,
   StoreConflictError,
   StoreUnavailableError,
   UnsupportedRuntimeError,

@@ -20,7 +20,17 @@ export {
   createApp,
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_MESSAGES,
+  DEFAULT_MAX_QUEUED_TURNS,
+  DEFAULT_MAX_TURNS,
   type ServedAgent,
+  type StatelessOptions,
 } from './create-app.js';
-export { type ErrorResponse, errorResponse, HttpError } from './http-errors.js';
+export {
+  type ErrorResponse,
+  type ErrorStatus,
+  errorResponse,
+  HTTP_STATUS_BY_CODE,
+  HttpError,
+  httpStatusOf,
+} from './http-errors.js';
 export { SESSION_ID_PATTERN } from './request-schemas.js';
