@@ -18,7 +18,6 @@ export {
 export {
   DEFAULT_OTLP_ENDPOINT,
   type FetchHandler,
-  OTEL_EXPORT_PACKAGES,
   type OtelExport,
   type OtelExportOptions,
   otlpTracesEndpoint,

@@ -19,16 +19,13 @@
 import { MissingDependencyError } from '../core/errors.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadOptionalDependency } from '../stores/optional-dependency.js';
-import { createTelemetry, type OrchestrationTelemetry } from './otel.js';
-
-/** The packages `--otel` needs, in the order they are loaded. */
-export const OTEL_EXPORT_PACKAGES = [
-  '@opentelemetry/api',
-  '@opentelemetry/sdk-trace',
-  '@opentelemetry/context-async-hooks',
-  '@opentelemetry/resources',
-  '@opentelemetry/exporter-trace-otlp-http',
-] as const;
+import {
+  createTelemetry,
+  type OrchestrationTelemetry,
+  TELEMETRY_SCOPE,
+  type TelemetryAttributes,
+  type TelemetrySpan,
+} from './otel.js';
 
 /** Where OTLP/HTTP goes when no environment variable says otherwise. */
 export const DEFAULT_OTLP_ENDPOINT = 'http://localhost:4318';
@@ -71,20 +68,18 @@ interface Api {
   trace: {
     setSpan(context: unknown, span: unknown): unknown;
     setGlobalTracerProvider(provider: unknown): boolean;
-    getTracer(name: string, version?: string): { startSpan: ServerSpanStarter };
     disable(): void;
   };
 }
 type ServerSpanStarter = (
   name: string,
-  options: { kind: number; attributes: Record<string, string> },
+  options?: { kind?: number; attributes?: TelemetryAttributes },
   context?: never,
 ) => ServerSpan;
-interface ServerSpan {
+interface ServerSpan extends TelemetrySpan {
   setAttribute(key: string, value: string | number): unknown;
   setStatus(status: { code: number; message?: string }): unknown;
   recordException(exception: unknown): unknown;
-  end(): void;
 }
 interface SdkTrace {
   TracerProvider: new (options: {
@@ -92,6 +87,7 @@ interface SdkTrace {
     spanProcessors: unknown[];
   }) => {
     shutdown(): Promise<void>;
+    getTracer(name: string, version?: string): { startSpan: ServerSpanStarter };
   };
   BatchSpanProcessor: new (options: { exporter: unknown; scheduledDelayMillis?: number }) => unknown;
 }
@@ -172,12 +168,14 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   });
   // Without an async context manager no span is ever "active" across an await, and nothing
   // would nest. Both calls return false when something else registered first; then that wins.
-  api.context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
-  api.trace.setGlobalTracerProvider(provider);
+  const ownsContext = api.context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
+  // The AI SDK's integration records through the global provider; Baton's own spans use this
+  // provider directly, so they are exported here even when another provider is global.
+  const ownsProvider = api.trace.setGlobalTracerProvider(provider);
 
   const aiIntegration = registerAiSdkSpans();
-  const telemetry = createTelemetry();
-  const tracer = api.trace.getTracer('baton', options.serviceVersion);
+  const tracer = provider.getTracer(TELEMETRY_SCOPE, options.serviceVersion);
+  const telemetry = createTelemetry({ tracer });
   const unsubscribes = new Set<() => void>();
 
   return {
@@ -223,8 +221,9 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
       try {
         await provider.shutdown();
       } finally {
-        api.trace.disable();
-        api.context.disable();
+        // Only what this pipeline registered: another library's globals stay.
+        if (ownsProvider) api.trace.disable();
+        if (ownsContext) api.context.disable();
       }
     },
   };
