@@ -1,5 +1,6 @@
 import type { LanguageModelV4CallOptions, LanguageModelV4Prompt, LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import { generateText, isStepCount, NoSuchToolError, streamText, tool } from 'ai';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { builtinTools } from '../agents/tools/index.js';
@@ -434,6 +435,85 @@ describe('the offline model as a v4 provider', () => {
       'reflect',
     ]);
     expect(offlinePlan('Tell me a story')).toEqual(['think', 'reflect']);
+  });
+});
+
+describe('the offline model on hostile messages', () => {
+  /** The plan rules as the regexes they once were: the reference for short messages. */
+  const REFERENCE: readonly [RegExp, readonly string[]][] = [
+    [
+      /\b(research|how many|how much|find|look up|what is|what are|statistics)\b|\bwill\b.*\bby \d{4}\b/i,
+      ['search', 'think', 'reflect'],
+    ],
+    [/\b(solve|solving|how can|problems?)\b/i, ['think', 'brainstorm', 'compare']],
+    [/\b(critique|evaluate|assess|review)\b/i, ['critique', 'debate', 'reflect']],
+    [/\b(compare|comparing|comparison|versus|vs)\b/i, ['search', 'compare', 'reflect']],
+    [/\b(brainstorm|ideas?)\b/i, ['think', 'brainstorm', 'critique']],
+    [/\b(debate|whether)\b/i, ['search', 'debate', 'reflect']],
+  ];
+  const reference = (message: string) =>
+    REFERENCE.find(([pattern]) => pattern.test(message))?.[1] ?? ['think', 'reflect'];
+
+  it('plans as the keyword regexes did, on messages made of keywords, near misses and separators', () => {
+    const piece = fc.constantFrom(
+      ...['how', 'many', 'much', 'look', 'up', 'what', 'is', 'are', 'will', 'by', '2030', '20301', '203', 'WILL'],
+      ...['Research', 'find', 'finds', 'statistics', 'solve', 'problem', 'problems', 'how can', 'review', 'vs'],
+      ...['versus', 'idea', 'ideas', 'debate', 'whether', 'x', '_', 'é', 'ſ', 'compare', 'brainstorm'],
+      ...[' ', ' ', ' ', '  ', '\n', '\r', '\u2028', '\t', ',', '.', '-', '?'],
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 14 }), (pieces) => {
+        const message = pieces.join('');
+        expect(offlinePlan(message), JSON.stringify(message)).toEqual(reference(message));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  // Each was slow before: many "will"s made the forecast regex backtrack (5 s for 100 KB), a run
+  // of spaces made the trimming and splitting regexes backtrack (23 s for 100 KB).
+  const MB = 1_000_000;
+  const hostile: [string, string][] = [
+    ['"will " repeated', 'will '.repeat(MB / 5)],
+    ['"will by " repeated', 'will by '.repeat(MB / 8)],
+    ['one run of spaces', `Compare a${' '.repeat(MB)}b`],
+    ['keywords and conjunctions', 'Compare research and '.repeat(MB / 21)],
+    ['spaces around prepositions', `x${'  to  '.repeat(MB / 6)}`],
+    ['a single word', 'x'.repeat(MB)],
+  ];
+
+  it.each(hostile)('answers a 1 MB message (%s) in well under a second, with a small output', async (_, message) => {
+    const started = performance.now();
+    const result = await generateText({
+      model: createOfflineModel(),
+      tools: builtinTools,
+      prompt: message,
+      stopWhen: isStepCount(10),
+    });
+    const elapsed = performance.now() - started;
+    // It did its work: tools called, then an answer.
+    expect(result.steps.length).toBeGreaterThan(1);
+    expect(result.finishReason).toBe('stop');
+    // What the model wrote (tool inputs and its answer) quotes at most 1,000 characters of the
+    // message per field; before, every tool input carried the whole megabyte.
+    const written = result.steps.flatMap((step) => [
+      step.text,
+      ...step.toolCalls.map((call) => JSON.stringify(call.input)),
+    ]);
+    expect(written.join('').length).toBeLessThan(12_000);
+    expect(elapsed).toBeLessThan(800);
+  });
+
+  it('quotes a long message cut at a space, marked with an ellipsis', async () => {
+    const message = `What is ${'very '.repeat(400)}long?`;
+    const result = await createOfflineModel().doGenerate({
+      prompt: [{ role: 'user', content: [{ type: 'text', text: message }] }],
+      tools: [{ type: 'function', name: 'search', inputSchema: builtinSchema('query') }],
+    });
+    const call = result.content[0];
+    const query = (JSON.parse(call?.type === 'tool-call' ? call.input : '{}') as { query: string }).query;
+    expect(query.length).toBeLessThanOrEqual(1000);
+    expect(query).toMatch(/^What is (very )+very…$/);
   });
 });
 

@@ -43,26 +43,101 @@ export const OFFLINE_FORBIDDEN_TOOL = 'delete_everything';
 const DEFAULT_MAX_TOOL_CALLS = 8;
 
 /**
- * Which tools fit a message, by keywords. The order of the rules mirrors the modes of
- * `examples/agents/cognitive-reasoner.json`, so that without orchestration the model picks the
- * tools that the template would require with it.
+ * Which tools fit a message, by keywords: the first rule (in order) with a keyword in the message
+ * wins. The order of the rules mirrors the modes of `examples/agents/cognitive-reasoner.json`, so
+ * that without orchestration the model picks the tools that the template would require with it.
+ * A keyword is a whole word, or two words with one space between them, compared without case, as
+ * the regex `\b(how many|find)\b` with the `i` flag matches it.
  */
-const PLANS: readonly { pattern: RegExp; tools: readonly string[] }[] = [
+const PLANS: readonly { keywords: readonly string[]; tools: readonly string[] }[] = [
   {
-    pattern: /\b(research|how many|how much|find|look up|what is|what are|statistics)\b|\bwill\b.*\bby \d{4}\b/i,
+    keywords: ['research', 'how many', 'how much', 'find', 'look up', 'what is', 'what are', 'statistics'],
     tools: ['search', 'think', 'reflect'],
   },
-  { pattern: /\b(solve|solving|how can|problems?)\b/i, tools: ['think', 'brainstorm', 'compare'] },
-  { pattern: /\b(critique|evaluate|assess|review)\b/i, tools: ['critique', 'debate', 'reflect'] },
-  { pattern: /\b(compare|comparing|comparison|versus|vs)\b/i, tools: ['search', 'compare', 'reflect'] },
-  { pattern: /\b(brainstorm|ideas?)\b/i, tools: ['think', 'brainstorm', 'critique'] },
-  { pattern: /\b(debate|whether)\b/i, tools: ['search', 'debate', 'reflect'] },
+  { keywords: ['solve', 'solving', 'how can', 'problem', 'problems'], tools: ['think', 'brainstorm', 'compare'] },
+  { keywords: ['critique', 'evaluate', 'assess', 'review'], tools: ['critique', 'debate', 'reflect'] },
+  { keywords: ['compare', 'comparing', 'comparison', 'versus', 'vs'], tools: ['search', 'compare', 'reflect'] },
+  { keywords: ['brainstorm', 'idea', 'ideas'], tools: ['think', 'brainstorm', 'critique'] },
+  { keywords: ['debate', 'whether'], tools: ['search', 'debate', 'reflect'] },
 ];
+/** The first rule also takes a forecast: "will" and later on the same line "by <4 digits>". */
+const FORECAST_PLAN = 0;
 const DEFAULT_PLAN: readonly string[] = ['think', 'reflect'];
 
-/** The tools the offline model would like to use for `message`, in order. */
+/** Keyword (one word, or two joined by a space) -> index of the first rule that has it. */
+const PLAN_OF_KEYWORD = new Map<string, number>();
+for (const [index, plan] of PLANS.entries()) {
+  for (const keyword of plan.keywords) if (!PLAN_OF_KEYWORD.has(keyword)) PLAN_OF_KEYWORD.set(keyword, index);
+}
+/** First words of the two-word keywords: only after these is a word pair looked up. */
+const PHRASE_STARTS = new Set([...PLAN_OF_KEYWORD.keys()].flatMap((k) => (k.includes(' ') ? [k.split(' ')[0]!] : [])));
+/** A longer word is no keyword, so it is never sliced out of the message. */
+const LONGEST_KEYWORD_WORD = Math.max(...[...PLAN_OF_KEYWORD.keys()].flatMap((k) => k.split(' ').map((w) => w.length)));
+
+/**
+ * The tools the offline model would like to use for `message`, in order.
+ *
+ * One pass over the message, so its time is linear in the message's length, whatever the message:
+ * the regexes this replaced backtracked quadratically (`\bwill\b.*\bby \d{4}\b` on a message of
+ * many "will"s took 5 s for 100 KB).
+ */
 export function offlinePlan(message: string): readonly string[] {
-  return PLANS.find((plan) => plan.pattern.test(message))?.tools ?? DEFAULT_PLAN;
+  let best = PLANS.length;
+  let previous: string | undefined;
+  let previousEnd = -1;
+  let willOnLine = false;
+  let byAt = -1;
+  const length = message.length;
+  let i = 0;
+  while (i < length && best > 0) {
+    const code = message.charCodeAt(i);
+    if (!isWordCode(code)) {
+      // `.` in the forecast pattern stops at line terminators, so a forecast is one line.
+      if (code === 0x0a || code === 0x0d || code === 0x2028 || code === 0x2029) willOnLine = false;
+      i++;
+      continue;
+    }
+    const start = i;
+    while (i < length && isWordCode(message.charCodeAt(i))) i++;
+    const afterSpace = previousEnd === start - 1 && message.charCodeAt(previousEnd) === 0x20;
+    if (i - start > LONGEST_KEYWORD_WORD) {
+      // Too long for a keyword or for four digits; it still separates the words around it.
+      previous = undefined;
+      previousEnd = i;
+      byAt = -1;
+      continue;
+    }
+    const word = message.slice(start, i).toLowerCase();
+    let plan = PLAN_OF_KEYWORD.get(word);
+    if (afterSpace && previous !== undefined && PHRASE_STARTS.has(previous)) {
+      const pair = PLAN_OF_KEYWORD.get(`${previous} ${word}`);
+      if (pair !== undefined && (plan === undefined || pair < plan)) plan = pair;
+    }
+    if (word === 'will') willOnLine = true;
+    else if (willOnLine && afterSpace && byAt === start - 3 && isFourDigits(word)) plan = FORECAST_PLAN;
+    // "by" counts only after a "will" that came before it on the line.
+    byAt = willOnLine && word === 'by' ? start : -1;
+    if (plan !== undefined && plan < best) best = plan;
+    previous = word;
+    previousEnd = i;
+  }
+  return PLANS[best]?.tools ?? DEFAULT_PLAN;
+}
+
+/** The characters of `\w` (and so of `\b`) in a JavaScript regex without the `u` flag. */
+function isWordCode(code: number): boolean {
+  return (
+    (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39) || code === 0x5f
+  );
+}
+
+function isFourDigits(word: string): boolean {
+  if (word.length !== 4) return false;
+  for (let i = 0; i < 4; i++) {
+    const code = word.charCodeAt(i);
+    if (code < 0x30 || code > 0x39) return false;
+  }
+  return true;
 }
 
 /** Creates the offline model. */
@@ -139,7 +214,10 @@ interface TurnCall {
 
 /** The current turn: the latest user message and everything after it. */
 interface Turn {
+  /** The latest user message, cut to {@link QUESTION_LENGTH} characters: what the model quotes. */
   question: string;
+  /** The tools of the plan for the whole latest user message. */
+  plan: readonly string[];
   /** 0 for the first user message of the conversation, 1 for the second, ... */
   index: number;
   /** The system messages, joined. */
@@ -150,7 +228,7 @@ interface Turn {
 function readTurn(prompt: LanguageModelV4Prompt): Turn {
   const system: string[] = [];
   let users = 0;
-  let question = '';
+  let latest = '';
   let calls: TurnCall[] = [];
   const byId = new Map<string, TurnCall>();
   const attach = (toolCallId: string, output: LanguageModelV4ToolResultOutput) => {
@@ -164,7 +242,7 @@ function readTurn(prompt: LanguageModelV4Prompt): Turn {
         break;
       case 'user':
         users++;
-        question = message.content
+        latest = message.content
           .flatMap((part) => (part.type === 'text' ? [part.text] : []))
           .join('\n')
           .trim();
@@ -187,7 +265,32 @@ function readTurn(prompt: LanguageModelV4Prompt): Turn {
         break;
     }
   }
-  return { question, index: Math.max(0, users - 1), system: system.join('\n'), calls };
+  return {
+    question: excerpt(latest, QUESTION_LENGTH),
+    plan: offlinePlan(latest),
+    index: Math.max(0, users - 1),
+    system: system.join('\n'),
+    calls,
+  };
+}
+
+/**
+ * Most characters of the user's message the model quotes (in tool arguments and its answer).
+ * Its output stays small whatever it is sent: quoting a 900 KB message in every tool input, and
+ * the AI SDK streaming each input and result, once made a 27 MB response.
+ */
+const QUESTION_LENGTH = 1000;
+
+/** `text` cut to at most `length` characters, at a space when one is near the end, marked with `…`. */
+function excerpt(text: string, length: number): string {
+  if (text.length <= length) return text;
+  let end = length - 1;
+  // Never split a surrogate pair.
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  const space = text.lastIndexOf(' ', end);
+  if (space > length * 0.8) end = space;
+  return `${text.slice(0, end).trimEnd()}…`;
 }
 
 // An error result that says the tool was not available (the AI SDK's NoSuchToolError, Baton's
@@ -212,9 +315,29 @@ function requiredNext(system: string): string[] {
   const line = /next required tools?:\s*([^\n]+)/i.exec(system)?.[1];
   if (line === undefined) return [];
   return line
-    .split(/\s*(?:,|\||\bor\b)\s*/)
-    .map((name) => name.replace(/^[\s`'"*]+|[\s`'"*.]+$/g, ''))
+    .split(/,|\||\bor\b/)
+    .map((name) => trimEnd(trimStart(name, isQuoteOrSpace), (char) => char === '.' || isQuoteOrSpace(char)))
     .filter((name) => name !== '');
+}
+
+const isSpace = (char: string) => /\s/.test(char);
+const isQuoteOrSpace = (char: string) => char === '`' || char === "'" || char === '"' || char === '*' || isSpace(char);
+
+// Trimming by loops: a pattern such as `/[\s?.!]+$/` tries every start in a long run of those
+// characters and backtracks quadratically (a message of 100,000 spaces took seconds).
+
+/** `text` without its trailing characters for which `drop` holds. */
+function trimEnd(text: string, drop: (char: string) => boolean): string {
+  let end = text.length;
+  while (end > 0 && drop(text[end - 1]!)) end--;
+  return text.slice(0, end);
+}
+
+/** `text` without its leading characters for which `drop` holds. */
+function trimStart(text: string, drop: (char: string) => boolean): string {
+  let start = 0;
+  while (start < text.length && drop(text[start]!)) start++;
+  return text.slice(start);
 }
 
 // Deciding -------------------------------------------------------------------------------------
@@ -223,7 +346,7 @@ function respond(call: LanguageModelV4CallOptions, settings: Settings): Reply {
   const turn = readTurn(call.prompt);
   const offered = (call.tools ?? []).filter((t): t is LanguageModelV4FunctionTool => t.type === 'function');
   const choice = call.toolChoice ?? { type: 'auto' };
-  const plan = offlinePlan(turn.question);
+  const plan = turn.plan;
   const serial = `${turn.index}-${turn.calls.length + 1}`;
   const inputTokens = Math.ceil((JSON.stringify(call.prompt).length + JSON.stringify(offered).length) / 4);
   const warnings: SharedV4Warning[] =
@@ -306,7 +429,9 @@ const COMMAND =
 
 function argumentContext(turn: Turn): ArgumentContext {
   const question = turn.question === '' ? 'the conversation so far' : turn.question;
-  const core = question.replace(COMMAND, '').replace(/[\s?.!]+$/, '') || question;
+  const core =
+    trimEnd(question.replace(COMMAND, ''), (char) => char === '?' || char === '.' || char === '!' || isSpace(char)) ||
+    question;
   const evidence = turn.calls
     .filter((c) => c.output !== undefined && !isError(c.output))
     .map((c) => `From ${c.toolName}: ${shorten(digest(c.output), EVIDENCE_LENGTH)}`);
@@ -413,9 +538,11 @@ function listFrom(sentence: string): string[] {
       .split(pattern)
       .map((part) => part.trim())
       .filter((part) => part !== '');
-  const byConjunction = split(/\s*(?:,|;|\band\b|\bor\b|\bversus\b|\bvs\.?(?=\s))\s*/i);
+  // The parts are trimmed, so the separators need no `\s*` or `\s+` around them: those backtrack
+  // quadratically over a long run of spaces.
+  const byConjunction = split(/,|;|\band\b|\bor\b|\bversus\b|\bvs\.?(?=\s)/i);
   if (byConjunction.length >= 2) return byConjunction.slice(0, 3);
-  const byPreposition = split(/\s+(?:to|in|for|of|on|by|with|at|from|into)\s+/i);
+  const byPreposition = split(/(?<=\s)(?:to|in|for|of|on|by|with|at|from|into)(?=\s)/i);
   if (byPreposition.length >= 2) return byPreposition.slice(0, 3);
   return [sentence, `alternatives to ${sentence}`];
 }
