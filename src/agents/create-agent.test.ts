@@ -1,5 +1,5 @@
-import { type ModelMessage, tool, type UIMessage } from 'ai';
-import { describe, expect, it } from 'vitest';
+import { type ModelMessage, type ToolSet, tool, type UIMessage } from 'ai';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { CoreLLM, MissingApiKeyError } from '../ai-sdk/core-llm.js';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '../core/errors.js';
 import { parseTemplate } from '../core/validate-template.js';
 import { loadTemplate } from '../templates/load-template.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
-import { createAgent } from './create-agent.js';
+import { type Agent, createAgent } from './create-agent.js';
 
 const EXAMPLE = new URL('../../examples/agents/cognitive-reasoner.json', import.meta.url).pathname;
 
@@ -51,7 +51,7 @@ interface Turn {
 }
 
 /** Consumes a turn as a client would, collecting what it shows. */
-async function play(result: OrchestratedStreamResult, steps: StepInfo[]): Promise<Turn> {
+async function play<TOOLS extends ToolSet>(result: OrchestratedStreamResult<TOOLS>, steps: StepInfo[]): Promise<Turn> {
   const executed: string[] = [];
   const failed: string[] = [];
   let text = '';
@@ -63,11 +63,11 @@ async function play(result: OrchestratedStreamResult, steps: StepInfo[]): Promis
   return { steps, executed, failed, text };
 }
 
-async function ask(
-  agent: ReturnType<typeof createAgent>,
+async function ask<TOOLS extends ToolSet>(
+  agent: Agent<TOOLS>,
   messages: readonly (UIMessage | ModelMessage)[],
   sessionId = 's',
-): Promise<Turn & { result: OrchestratedStreamResult }> {
+): Promise<Turn & { result: OrchestratedStreamResult<TOOLS> }> {
   const steps: StepInfo[] = [];
   const result = await agent.handleMessage({ messages, sessionId, onStep: (info) => void steps.push(info) });
   return { ...(await play(result, steps)), result };
@@ -276,5 +276,43 @@ describe('createAgent configuration errors', () => {
   it('asks for a model when neither the template nor the options name one', () => {
     const bare = parseTemplate({ id: 'bare', tools: ['think'] });
     expect(() => createAgent(bare)).toThrow(/agent "bare" names no model; pass options.model/);
+  });
+});
+
+describe('createAgent types and its ToolLoopAgent', () => {
+  it('keeps the literal tool names of the tools the app passes, in every result', async () => {
+    const search = tool({
+      description: 'my search',
+      inputSchema: z.object({ query: z.string() }),
+      execute: async (): Promise<{ results: string[] }> => ({ results: [] }),
+    });
+    const tools = { search, think: tool({ inputSchema: z.object({}), execute: async (): Promise<string> => 'ok' }) };
+    const agent = createAgent(parseTemplate({ id: 'typed', tools: ['search', 'think'] }), { model: 'offline', tools });
+    const result = await agent.handleMessage({ messages: [{ role: 'user', content: RESEARCH }], sessionId: 't' });
+    const steps = await result.steps;
+    const names = steps.flatMap((step) => step.staticToolCalls.map((call) => call.toolName));
+    expectTypeOf(names).toEqualTypeOf<('search' | 'think')[]>();
+    expect(names[0]).toBe('search');
+  });
+
+  it('builds one ToolLoopAgent that serves every session of the template, orchestrated', async () => {
+    const agent = createAgent(template, { model: 'offline' });
+    const [a, b] = await Promise.all(
+      ['a', 'b'].map((sessionId) =>
+        agent.toolLoopAgent.generate({ prompt: sessionId === 'a' ? RESEARCH : CRITIQUE, options: { sessionId } }),
+      ),
+    );
+    expect(a?.steps.flatMap((s) => s.toolResults.map((r) => r.toolName))).toEqual(['search', 'think', 'reflect']);
+    expect(b?.steps.flatMap((s) => s.toolResults.map((r) => r.toolName))).toEqual(['critique', 'reflect']);
+    for (const [sessionId, result] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      const state = await agent.manager.getState(sessionId);
+      expect(state?.cumulativeTokenUsage.totalTokens).toBe(result?.usage.totalTokens);
+      expect(state?.cumulativeTokenUsage.totalTokens).toBeGreaterThan(0);
+    }
+    expect((await agent.manager.getState('a'))?.activeStep).toBe('ResearchMode');
+    expect((await agent.manager.getState('b'))?.activeStep).toBe('CritiqueMode');
   });
 });

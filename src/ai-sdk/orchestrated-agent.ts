@@ -14,6 +14,7 @@
 import {
   type GenerateTextResult,
   type ModelMessage,
+  type OutputInterface,
   type StreamTextResult,
   ToolLoopAgent,
   type ToolLoopAgentSettings,
@@ -64,7 +65,8 @@ export const orchestratedCallOptionsSchema = z.object({
 export type OrchestratedAgentSettings<
   TOOLS extends ToolSet,
   RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext,
-> = ToolLoopAgentSettings<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT> & {
+  OUTPUT extends OutputInterface = TextOutput,
+> = ToolLoopAgentSettings<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT, OUTPUT> & {
   /** Every tool of the agent; each call gets them guarded by its session's orchestration. */
   tools: TOOLS;
   /** The manager that keeps the sessions (a call may pass its own as `options.manager`). */
@@ -101,12 +103,16 @@ interface CallSlot<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext
 /** The slot of each call, by the call's own messages array (a fresh array per call). */
 const slots = new WeakMap<readonly ModelMessage[], CallSlot<ToolSet, RuntimeContext>>();
 
+/** The output of a call without an `output` setting: text (the AI SDK's own default). */
+export type TextOutput = OutputInterface<string, string, never>;
+
 /** A `ToolLoopAgent` whose every call is orchestrated for the session its options name. */
 export class OrchestratedAgent<
   TOOLS extends ToolSet,
   RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext,
-> extends ToolLoopAgent<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT> {
-  constructor(settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT>) {
+  OUTPUT extends OutputInterface = TextOutput,
+> extends ToolLoopAgent<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT, OUTPUT> {
+  constructor(settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT, OUTPUT>) {
     const { manager, config, onOrchestrationError, prepareCall } = settings;
     super({
       ...settings,
@@ -155,7 +161,7 @@ export class OrchestratedAgent<
   /** Generates an answer for the session of `options.sessionId`, orchestrated. */
   override async generate(
     parameters: OrchestratedGenerateParameters<TOOLS, RUNTIME_CONTEXT>,
-  ): Promise<GenerateTextResult<TOOLS, RUNTIME_CONTEXT, never> & WithOrchestration<TOOLS, RUNTIME_CONTEXT>> {
+  ): Promise<GenerateTextResult<TOOLS, RUNTIME_CONTEXT, OUTPUT> & WithOrchestration<TOOLS, RUNTIME_CONTEXT>> {
     const { slot, messages } = startCall<TOOLS, RUNTIME_CONTEXT>(parameters);
     const { prompt: _prompt, ...rest } = parameters;
     try {
@@ -186,7 +192,7 @@ export class OrchestratedAgent<
   /** Streams an answer for the session of `options.sessionId`, orchestrated. */
   override async stream(
     parameters: OrchestratedStreamParameters<TOOLS, RUNTIME_CONTEXT>,
-  ): Promise<StreamTextResult<TOOLS, RUNTIME_CONTEXT, never> & WithOrchestration<TOOLS, RUNTIME_CONTEXT>> {
+  ): Promise<StreamTextResult<TOOLS, RUNTIME_CONTEXT, OUTPUT> & WithOrchestration<TOOLS, RUNTIME_CONTEXT>> {
     const { slot, messages } = startCall<TOOLS, RUNTIME_CONTEXT>(parameters);
     const { prompt: _prompt, ...rest } = parameters;
     // An aborted stream calls neither onEnd nor the call's callbacks: end the turn here.
@@ -215,9 +221,13 @@ export class OrchestratedAgent<
 }
 
 /** Creates an {@link OrchestratedAgent}: build it once, call it with `options: { sessionId }`. */
-export function createOrchestratedAgent<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext>(
-  settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT>,
-): OrchestratedAgent<TOOLS, RUNTIME_CONTEXT> {
+export function createOrchestratedAgent<
+  TOOLS extends ToolSet,
+  RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext,
+  OUTPUT extends OutputInterface = TextOutput,
+>(
+  settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT, OUTPUT>,
+): OrchestratedAgent<TOOLS, RUNTIME_CONTEXT, OUTPUT> {
   return new OrchestratedAgent(settings);
 }
 
