@@ -89,8 +89,27 @@ export interface OrchestrationSnapshot {
   tokenUsage: TokenUsage;
   /** True on the part sent after the turn ended (the state then is final). */
   final: boolean;
+  /**
+   * On the final part only, when the turn ended with the active step's sequence unfinished (the
+   * model answered first, or the turn waits for a person's approval).
+   */
+  sequenceIncomplete?: SequenceIncompleteSummary;
   /** Stateless mode only: the signed state to send back as `x-orchestration-state` next time. */
   stateToken?: string;
+}
+
+/** Where a turn left an unfinished sequence (the `sequence-incomplete` event). */
+export interface SequenceIncompleteSummary {
+  step: string;
+  /** Positions done, of `length`. */
+  index: number;
+  length: number;
+  /** The tools that would fill the next position. */
+  expected: string[];
+  /** The step has `requireSequence`. */
+  required: boolean;
+  /** The turn stopped for a person to approve a tool call. */
+  awaitingApproval: boolean;
 }
 
 /** One tool in a session view: allowed now, or why not. */

@@ -73,6 +73,11 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
           const { state, stateToken } = await ended;
           const snapshot = restingSnapshot(agentId, state, explainState(turn.manager, served, state), true);
           if (stateToken !== undefined) snapshot.stateToken = stateToken;
+          const incomplete = result.orchestration.sequenceIncomplete();
+          if (incomplete !== undefined) {
+            const { type: _type, sessionId: _session, expected, ...rest } = incomplete;
+            snapshot.sequenceIncomplete = { ...rest, expected: [...expected] };
+          }
           return snapshot;
         };
         return chatResponse({
