@@ -3,8 +3,15 @@
  */
 import type { Writable } from 'node:stream';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
 import type { CliContext } from './program.js';
-import { ServeSetupError, startServer } from './serve.js';
+import {
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  ServeSetupError,
+  startServer,
+} from './serve.js';
 
 /** Default port of `baton serve`. */
 export const DEFAULT_PORT = 4000;
@@ -55,6 +62,12 @@ export function serveCommand(context: CliContext): Command {
       new Option('--max-messages <n>', 'most messages in one chat request').argParser(integer('--max-messages', 1)),
     )
     .addOption(
+      new Option(
+        '--max-message-chars <n>',
+        `most characters of text in one message; more is refused with 413 message-too-large (default ${DEFAULT_MAX_MESSAGE_CHARS})`,
+      ).argParser(integer('--max-message-chars', 1)),
+    )
+    .addOption(
       new Option('--max-turns <n>', 'chat turns that run at once; more wait in a queue (default 64)').argParser(
         integer('--max-turns', 1),
       ),
@@ -64,6 +77,27 @@ export function serveCommand(context: CliContext): Command {
         '--max-queued-turns <n>',
         'chat turns that wait for a slot; more are refused with 503 and Retry-After (default 1024)',
       ).argParser(integer('--max-queued-turns', 0)),
+    )
+    .addOption(
+      new Option('--headers-timeout <ms>', 'most time for a client to send its request headers; then 408 and close')
+        .argParser(integer('--headers-timeout', 1))
+        .default(DEFAULT_HEADERS_TIMEOUT_MS),
+    )
+    .addOption(
+      new Option(
+        '--request-timeout <ms>',
+        'most time for a client to send its whole request, body included (not the streamed answer); 0 for none',
+      )
+        .argParser(integer('--request-timeout', 0))
+        .default(DEFAULT_REQUEST_TIMEOUT_MS),
+    )
+    .addOption(
+      new Option(
+        '--keep-alive-timeout <ms>',
+        'how long an idle keep-alive connection stays open; behind a proxy, set it above the proxy’s idle timeout',
+      )
+        .argParser(integer('--keep-alive-timeout', 1))
+        .default(DEFAULT_KEEP_ALIVE_TIMEOUT_MS),
     )
     .addOption(
       new Option('--offline-delay <ms>', 'delay between the offline model’s stream chunks, to watch it stream')
@@ -96,6 +130,10 @@ export function serveCommand(context: CliContext): Command {
           cors: string;
           bodyLimit?: number;
           maxMessages?: number;
+          maxMessageChars?: number;
+          headersTimeout: number;
+          requestTimeout: number;
+          keepAliveTimeout: number;
           maxTurns?: number;
           maxQueuedTurns?: number;
           offlineDelay: number;
@@ -117,6 +155,10 @@ export function serveCommand(context: CliContext): Command {
               .filter(Boolean),
             bodyLimit: flags.bodyLimit,
             maxMessages: flags.maxMessages,
+            maxMessageChars: flags.maxMessageChars,
+            headersTimeoutMs: flags.headersTimeout,
+            requestTimeoutMs: flags.requestTimeout,
+            keepAliveTimeoutMs: flags.keepAliveTimeout,
             maxTurns: flags.maxTurns,
             maxQueuedTurns: flags.maxQueuedTurns,
             offlineDelayMs: flags.offlineDelay,

@@ -3,12 +3,12 @@
  * and listens. The HTTP API itself is `createApp()`; this file is only the process around it.
  */
 import { readdir, stat } from 'node:fs/promises';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type Server, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { styleText } from 'node:util';
-import { serve } from '@hono/node-server';
+import { type Http2Bindings, type HttpBindings, serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
@@ -34,6 +34,19 @@ export interface ServeOptions {
   corsOrigins: string[];
   bodyLimit?: number | undefined;
   maxMessages?: number | undefined;
+  /** Most characters of text in one message (`createApp`'s `maxMessageChars`). */
+  maxMessageChars?: number | undefined;
+  /** Most time for a client to send the request headers, in ms (default {@link DEFAULT_HEADERS_TIMEOUT_MS}). */
+  headersTimeoutMs?: number | undefined;
+  /** Most time for a client to send the whole request, in ms; 0 for none (default {@link DEFAULT_REQUEST_TIMEOUT_MS}). */
+  requestTimeoutMs?: number | undefined;
+  /** How long an idle keep-alive connection stays open, in ms (default {@link DEFAULT_KEEP_ALIVE_TIMEOUT_MS}). */
+  keepAliveTimeoutMs?: number | undefined;
+  /**
+   * Set in a worker of `--workers`: the server prints no banner and no template warnings (the
+   * primary did), and every log line carries `worker: <id>`.
+   */
+  worker?: number | undefined;
   /** Chat turns that run at once (`createApp`'s `maxTurns`). */
   maxTurns?: number | undefined;
   /** Chat turns that wait for a slot (`createApp`'s `maxQueuedTurns`). */
@@ -58,6 +71,23 @@ export interface RunningServer {
   closed: Promise<void>;
 }
 
+/**
+ * Default `--headers-timeout`: a client that has not sent its request headers after 10 s gets a
+ * 408 and its connection is closed, so slow-header clients (slowloris) cannot hold sockets.
+ */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * Default `--request-timeout`: the whole request (headers and body, not the streamed answer)
+ * must arrive within 60 s; a 1 MiB body needs about 140 kbit/s for that.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/**
+ * Default `--keep-alive-timeout`: Node's own 5 s. Behind a proxy or load balancer that keeps
+ * idle connections open longer (AWS ALB: 60 s), set it above the proxy's, or the proxy may
+ * send a request on a connection this server is closing.
+ */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
 /** A failure to start that the user can fix: printed without a stack, exit code 1. */
 export class ServeSetupError extends BatonError {
   constructor(message: string) {
@@ -70,13 +100,18 @@ export class ServeSetupError extends BatonError {
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const paint = (format: Parameters<typeof styleText>[0], text: string) =>
     options.stdout.isTTY ? styleText(format, text, { validateStream: false }) : text;
-  const say = (line: string) => options.stdout.write(`${line}\n`);
+  // A worker's primary printed the banner and the warnings once for all workers.
+  const announce = options.worker === undefined;
+  const say = (line: string) => {
+    if (announce) options.stdout.write(`${line}\n`);
+  };
+  const timeouts = httpTimeouts(options);
 
   const templates = await loadAgents(options.agentsPath);
   const served: ServedAgent[] = [];
   const modelLines: string[] = [];
   for (const { template, warnings } of templates) {
-    for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
+    if (announce) for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
     const chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
     served.push({ template, warnings, model: chosen.llm });
     modelLines.push(
@@ -122,7 +157,10 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     if (manager) otel.instrument(manager);
   }
 
-  const logger = pino({ level: options.logLevel, base: undefined }, options.stdout);
+  const logger = pino(
+    { level: options.logLevel, base: options.worker === undefined ? undefined : { worker: options.worker } },
+    options.stdout,
+  );
   const app = createApp({
     agents: served,
     ...(manager ? { manager } : {}),
@@ -132,16 +170,29 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     corsOrigins: options.corsOrigins,
     ...(options.bodyLimit !== undefined ? { bodyLimit: options.bodyLimit } : {}),
     ...(options.maxMessages !== undefined ? { maxMessages: options.maxMessages } : {}),
+    ...(options.maxMessageChars !== undefined ? { maxMessageChars: options.maxMessageChars } : {}),
     ...(options.maxTurns !== undefined ? { maxTurns: options.maxTurns } : {}),
     ...(options.maxQueuedTurns !== undefined ? { maxQueuedTurns: options.maxQueuedTurns } : {}),
     logger,
   });
 
   const server = await new Promise<Server>((resolveListening, reject) => {
-    // Without createServer options, @hono/node-server makes a plain node:http server.
-    const fetch = otel ? otel.traceRequests(app.fetch) : app.fetch;
-    const listening = serve({ fetch, port: options.port, hostname: options.host }, () =>
-      resolveListening(listening as Server),
+    const fetch = closeWhenBodyUnread(otel ? otel.traceRequests(app.fetch) : app.fetch);
+    const listening = serve(
+      {
+        fetch,
+        port: options.port,
+        hostname: options.host,
+        serverOptions: {
+          headersTimeout: timeouts.headers,
+          requestTimeout: timeouts.request,
+          keepAliveTimeout: timeouts.keepAlive,
+          // Node checks the headers and request timeouts only this often (30 s by default,
+          // which would let a 10 s headers timeout fire after up to 40 s).
+          connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(timeouts.headers / 4))),
+        },
+      },
+      () => resolveListening(listening as Server),
     );
     listening.once('error', (error: NodeJS.ErrnoException) => {
       reject(
@@ -192,6 +243,71 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     else options.signal.addEventListener('abort', stop, { once: true });
   });
   return { url, app, closed };
+}
+
+/** The node:http timeouts of {@link ServeOptions}, defaulted and checked against each other. */
+function httpTimeouts(options: ServeOptions): { headers: number; request: number; keepAlive: number } {
+  const headers = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  const request = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const keepAlive = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;
+  // Node refuses to start otherwise; this says which flags to change.
+  if (request !== 0 && headers > request) {
+    throw new ServeSetupError(
+      `--headers-timeout (${headers} ms) must not exceed --request-timeout (${request} ms): the headers are part of the request.`,
+    );
+  }
+  return { headers, request, keepAlive };
+}
+
+type Fetch = (request: Request, env: HttpBindings | Http2Bindings) => Response | Promise<Response>;
+
+/**
+ * Answers with `Connection: close` when the request has not fully arrived by the time its
+ * answer is ready (a 413 refused on its Content-Length, a 401 or 503 sent before the body was
+ * read); Node then closes the socket after the answer. Keeping such a connection alive would
+ * promise a client a connection that is then cut: @hono/node-server drains an unread body for at
+ * most 500 ms or 64 MB and then destroys the socket, so a keep-alive client's next request failed
+ * (199 of 20,000 in a mixed load test). A whole body already received is discarded by Node
+ * itself, and that connection stays alive.
+ */
+function closeWhenBodyUnread(fetch: Fetch): Fetch {
+  return (request, env) => {
+    const response = fetch(request, env);
+    const { incoming, outgoing } = env;
+    // HTTP/2 has no Connection header. A request without a body (most GETs) is complete at once,
+    // and a synchronous answer stays synchronous: @hono/node-server writes it without a promise.
+    if (!(outgoing instanceof ServerResponse) || incoming.complete) return response;
+    const socket = incoming.socket;
+    return Promise.resolve(response).then(async (answer) => {
+      // The part of a body that came in the same packet as the headers is parsed just after the
+      // request event, which may be after an early answer: give the parser that turn.
+      if (!incoming.complete) await new Promise((resolve) => setImmediate(resolve));
+      if (!incoming.complete && !outgoing.headersSent) {
+        outgoing.setHeader('connection', 'close');
+        outgoing.once('finish', () => lingerBeforeClosing(socket));
+      }
+      return answer;
+    });
+  };
+}
+
+/** How long the rest of an unread body is still read after an answer that closes the connection. */
+const LINGER_MS = 2_000;
+
+/**
+ * A lingering close, as nginx does it: once the answer is written, Node ends the socket and
+ * destroys it as soon as its side is flushed, so a client still sending its body meets a reset
+ * (EPIPE) before it reads the answer. Instead the socket keeps reading (the body is discarded)
+ * until the client closes its side or {@link LINGER_MS} pass. Runs just after Node's own
+ * `finish` handler has asked for the destroy; if Node ever destroys at once, this does nothing.
+ */
+function lingerBeforeClosing(socket: Socket): void {
+  if (socket.destroyed) return;
+  socket.removeListener('finish', socket.destroy);
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.once('end', () => socket.destroy());
 }
 
 interface LoadedAgent {

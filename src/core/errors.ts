@@ -34,6 +34,7 @@ export type BatonErrorCode =
   | 'invalid-body'
   | 'body-too-deep'
   | 'body-too-large'
+  | 'message-too-large'
   | 'invalid-messages'
   | 'invalid-history'
   | 'no-user-message'

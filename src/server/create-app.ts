@@ -59,6 +59,11 @@ export interface CreateAppOptions {
   bodyLimit?: number;
   /** Most messages in one chat request (default 1,000). */
   maxMessages?: number;
+  /**
+   * Most characters of text in one message, its text parts together (default
+   * {@link DEFAULT_MAX_MESSAGE_CHARS}); more is refused with `413 message-too-large`.
+   */
+  maxMessageChars?: number;
   /** Chat turns that run at once in this process (default {@link DEFAULT_MAX_TURNS}). */
   maxTurns?: number;
   /**
@@ -87,6 +92,13 @@ export type BatonApp = Hono & {
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Default most messages per chat request. */
 export const DEFAULT_MAX_MESSAGES = 1000;
+/**
+ * Default most characters of text per message: about 8,000 tokens, ten pages pasted into a
+ * question. Every step of a turn reads the whole message (condition regexes, the model, its token
+ * count), so its cost grows with it: a turn with 100,000 characters took 350 ms of CPU, which
+ * every other turn of the process waits for.
+ */
+export const DEFAULT_MAX_MESSAGE_CHARS = 32_000;
 /**
  * Default chat turns in flight per process. A turn with a remote model mostly waits, so many
  * can run at once; a CPU-bound model (the offline one) is fairer with a few per core.
@@ -144,7 +156,14 @@ export function createApp(options: CreateAppOptions): BatonApp {
   app.route('/api/agents', agentRoutes(agents));
   app.route(
     '/api/chat',
-    chatRoutes({ agents, sessions, limiter, maxMessages: options.maxMessages ?? DEFAULT_MAX_MESSAGES, logger }),
+    chatRoutes({
+      agents,
+      sessions,
+      limiter,
+      maxMessages: options.maxMessages ?? DEFAULT_MAX_MESSAGES,
+      maxMessageChars: options.maxMessageChars ?? DEFAULT_MAX_MESSAGE_CHARS,
+      logger,
+    }),
   );
   app.route('/api/sessions', sessionRoutes(agents, sessions));
   const webRoot = options.webRoot === undefined ? DEFAULT_WEB_ROOT : options.webRoot;

@@ -40,6 +40,7 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<BatonErrorCode, ErrorStatus>> 
   // The client sent a token that a newer one has replaced: a conflict with the current state.
   'stale-state-token': 409,
   'body-too-large': 413,
+  'message-too-large': 413,
   // Conditions of the server that pass: a retry (later, or on another process) may succeed.
   'store-unavailable': 503,
   'store-conflict': 503,

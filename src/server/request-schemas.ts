@@ -94,8 +94,15 @@ export function parseJsonBody(text: string): unknown {
   }
 }
 
-/** Validates a chat body, including the message count limit. */
-export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
+/**
+ * Validates a chat body, including the message count limit and, when given, the most characters
+ * of text one message may have (its text parts together).
+ */
+export function parseChatBody(
+  json: unknown,
+  maxMessages: number,
+  maxMessageChars = Number.POSITIVE_INFINITY,
+): ChatBody {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new HttpError('invalid-body', 'Expected a JSON object `{ sessionId?, messages }`.', { path: 'body' });
   }
@@ -114,12 +121,35 @@ export function parseChatBody(json: unknown, maxMessages: number): ChatBody {
     const path = issue.path.length ? `body.${formatPath(issue.path)}` : 'body';
     throw new HttpError('invalid-body', `${path}: ${issue.message}`, { path });
   }
+  checkMessageText(result.data.messages, maxMessageChars);
   if (!result.data.messages.some((message) => message.role === 'user')) {
     throw new HttpError('no-user-message', 'The conversation has no user message to answer.', {
       path: 'body.messages',
     });
   }
   return { sessionId: result.data.sessionId, messages: result.data.messages };
+}
+
+/**
+ * Refuses a message with more than `maxChars` characters of text, naming the part where it went
+ * over. Everything in a turn reads the latest message (condition regexes, the model, its token
+ * count) at least once per model step, so one huge message costs CPU that all turns share.
+ */
+function checkMessageText(messages: readonly z.infer<typeof uiMessageSchema>[], maxChars: number): void {
+  for (const [i, message] of messages.entries()) {
+    let chars = 0;
+    for (const [j, part] of message.parts.entries()) {
+      if (part.type !== 'text' || typeof part.text !== 'string') continue;
+      chars += part.text.length;
+      if (chars > maxChars) {
+        throw new HttpError(
+          'message-too-large',
+          `Message ${i} has more than ${maxChars} characters of text; this server accepts at most ${maxChars} per message.`,
+          { path: `body.messages[${i}].parts[${j}].text` },
+        );
+      }
+    }
+  }
 }
 
 /** Validates a session id from the URL or a header. */

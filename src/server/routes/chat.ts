@@ -24,12 +24,14 @@ export interface ChatRouteOptions {
   sessions: SessionSource;
   limiter: TurnLimiter;
   maxMessages: number;
+  /** Most characters of text in one message. */
+  maxMessageChars: number;
   logger: Logger;
 }
 
 /** The chat route, to mount at `/api/chat`. */
 export function chatRoutes(options: ChatRouteOptions): Hono {
-  const { agents, sessions, limiter, maxMessages, logger } = options;
+  const { agents, sessions, limiter, maxMessages, maxMessageChars, logger } = options;
   return new Hono()
     .post('/:agentId', async (c) => {
       const served = agents.get(c.req.param('agentId'));
@@ -37,7 +39,7 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
       const signal = c.req.raw.signal;
       const release = await limiter.acquire(signal);
       try {
-        const body = parseChatBody(parseJsonBody(await c.req.text()), maxMessages);
+        const body = parseChatBody(parseJsonBody(await c.req.text()), maxMessages, maxMessageChars);
         const messages = await validMessages(body.messages, served);
         const turn = await sessions.startTurn({
           agentId,
