@@ -33,6 +33,8 @@ export interface CompiledStep {
   readonly conditions: readonly ConditionTest[];
   readonly sequence: readonly SequenceSlot[];
   readonly sequenceSets: readonly ReadonlySet<string>[];
+  /** The sequence's positions as tool lists (shared by every view of the step). */
+  readonly sequenceTools: readonly (readonly string[])[];
   /** `requireSequence`: while the sequence is unfinished, the model must call its next tool. */
   readonly requireSequence: boolean;
   /** The step's own `shadow` setting (the plan's applies when undefined). */
@@ -228,6 +230,7 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
     conditions: Object.freeze((step.conditions ?? []).map((c) => registry.compile(c))),
     sequence: Object.freeze(sequence),
     sequenceSets: Object.freeze(sequence.map((s) => s.set)),
+    sequenceTools: Object.freeze(sequence.map((s) => s.tools)),
     requireSequence: step.requireSequence === true && sequence.length > 0,
     shadow: step.shadow,
     tokenBudget: step.budget?.totalTokens,

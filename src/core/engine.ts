@@ -310,7 +310,7 @@ function sequenceOf(
   const index = state.sequenceIndex;
   const completed = index >= step.sequence.length;
   return {
-    tools: step.sequence.map((s) => s.tools),
+    tools: step.sequenceTools,
     index,
     length: step.sequence.length,
     expected: completed ? undefined : step.sequence[index]!.tools,

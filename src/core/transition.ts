@@ -170,7 +170,10 @@ export function transition(
   input: TransitionInput,
   context: TransitionContext,
 ): TransitionResult {
-  const events: OrchestrationEvent[] = [];
+  // One scratch list, copied only when something happened: most transitions emit nothing, and
+  // this runs for every input of every turn. `transition` never calls itself, so reuse is safe.
+  const events = scratchEvents;
+  events.length = 0;
   let current = expireLeases(plan, state, context, events);
   let decision: TransitionDecision | undefined;
   switch (input.type) {
@@ -284,9 +287,12 @@ export function transition(
       break;
     }
   }
-  const result: TransitionResult = { state: current, events: events.length === 0 ? NO_EVENTS : events };
-  return decision === undefined ? result : { ...result, decision };
+  const emitted = events.length === 0 ? NO_EVENTS : events.slice();
+  events.length = 0;
+  return decision === undefined ? { state: current, events: emitted } : { state: current, events: emitted, decision };
 }
+
+const scratchEvents: OrchestrationEvent[] = [];
 
 /** The result of {@link transitionAll}: one decision slot per input. */
 export interface TransitionAllResult {

@@ -126,27 +126,19 @@ export class OrchestrationManager {
   ): Promise<AppliedInputs> {
     try {
       const plan = isPlan(config) ? config : this.plan(config);
-      let events: readonly OrchestrationEvent[] = NO_EVENTS;
-      let decisions: readonly (TransitionDecision | undefined)[] = [];
-      let changed = false;
-      const apply = (current: OrchestrationState) => {
-        const result = transitionAll(plan, current, inputs, this.transitionContext(message));
-        events = result.events;
-        decisions = result.decisions;
-        changed = result.state !== current;
-        return result.state;
-      };
-      const finish = (state: OrchestrationState): AppliedInputs => {
-        this.#dispatch(events);
-        return { state, events, decisions, changed };
-      };
+      const run = new PendingApply(plan, inputs, this.transitionContext(message));
       // The memory store updates synchronously: no promise round trips on the hot path.
-      const sync = this.#states.modifySync(sessionId, apply);
-      if (sync !== undefined) return Promise.resolve(finish(sync));
-      return this.#states.modify(sessionId, apply).then(finish);
+      const sync = this.#states.modifySync(sessionId, run.update);
+      if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
+      return this.#states.modify(sessionId, run.update).then((state) => this.#finish(run, state));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  #finish(run: PendingApply, state: OrchestrationState): AppliedInputs {
+    this.#dispatch(run.events);
+    return { state, events: run.events, decisions: run.decisions, changed: run.changed };
   }
 
   /** The active step after handling the latest user message of `messages` (SPEC section 3). */
@@ -167,7 +159,13 @@ export class OrchestrationManager {
     sessionId: string,
     allToolIds: readonly string[],
   ): Promise<string[]> {
-    return [...(await this.getStepView(config, messages, sessionId, allToolIds)).allowedTools];
+    assertToolList(allToolIds);
+    const { decisions } = await this.apply(config, messageOf(messages), sessionId, [
+      USER_MESSAGE[0]!,
+      { type: 'step-started', agentTools: allToolIds },
+    ]);
+    // Spread, not slice(): V8 copies frozen arrays slowly through slice().
+    return [...(decisions[1] as StepDecision).allowedTools];
   }
 
   /** Records that `toolName` completed (SPEC section 5), atomically. */
@@ -349,6 +347,34 @@ export function createOrchestrationManager(options: OrchestrationManagerOptions 
 }
 
 const noop = () => undefined;
+
+/**
+ * One `apply` in flight: the updater the store calls (perhaps more than once, so it only
+ * keeps the last run's results) and what that run produced. A class, so the hot path
+ * allocates one object and one bound function instead of a closure per field.
+ */
+class PendingApply {
+  events: readonly OrchestrationEvent[] = NO_EVENTS;
+  decisions: readonly (TransitionDecision | undefined)[] = [];
+  changed = false;
+  readonly update: (current: OrchestrationState) => OrchestrationState;
+
+  constructor(
+    readonly plan: OrchestrationPlan,
+    readonly inputs: readonly TransitionInput[],
+    readonly context: TransitionContext,
+  ) {
+    this.update = this.#update.bind(this);
+  }
+
+  #update(current: OrchestrationState): OrchestrationState {
+    const result = transitionAll(this.plan, current, this.inputs, this.context);
+    this.events = result.events;
+    this.decisions = result.decisions;
+    this.changed = result.state !== current;
+    return result.state;
+  }
+}
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
 
 function isPlan(config: OrchestrationSource | OrchestrationPlan): config is OrchestrationPlan {
