@@ -270,6 +270,14 @@ async function playTurn(
               : `  ${screen.paint('red', '✗')} ${part.toolName} failed: ${shorten(describeError(part.error), 160)}`,
           );
           break;
+        case 'tool-approval-response':
+          // Orchestration refuses an offered tool's call through the approval hook: a result.
+          if (!part.approved) {
+            screen.line(
+              `  ${screen.paint('red', '✗')} ${part.toolCall.toolName} rejected: ${shorten(part.reason ?? 'denied', 160)}`,
+            );
+          }
+          break;
         case 'error':
           failure ??= part.error;
           break;
