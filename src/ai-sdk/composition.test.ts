@@ -188,6 +188,42 @@ describe("composing the app's own hooks with the orchestration", () => {
   });
 });
 
+describe('options given to the AI SDK call itself', () => {
+  it("reads the call's own activeTools and toolChoice, narrowing what the orchestration allows", async () => {
+    const { manager, tools, config } = setup();
+    for (const tool of ['search', 'think', 'reflect']) await manager.processToolUsage(config, [user], 's', tool);
+    const { model, calls } = mockModel([{ text: 'ok' }]);
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools });
+    await generateText({
+      model,
+      messages: [user],
+      activeTools: ['think', 'summarize'],
+      toolChoice: 'required',
+      ...orchestration,
+    }).catch(() => undefined); // the mock ignores the forced choice
+    expect(calls[0]).toMatchObject({ offered: ['think', 'summarize'], toolChoice: { type: 'required' } });
+  });
+
+  it("refuses every call, and says so, when the call replaced the orchestration's prepareStep", async () => {
+    const { manager, tools, executed, failures, config } = setup();
+    const { model } = mockModel([{ calls: [{ tool: 'reflect' }] }, { text: 'ok' }]);
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, onError: (e) => failures.push(e) });
+    const result = await generateText({
+      model,
+      messages: [user],
+      stopWhen: isStepCount(3),
+      ...orchestration,
+      prepareStep: () => ({}), // every tool offered by the SDK
+    });
+    expect(executed).toEqual([]);
+    const denial = result.steps[0]?.content.find((p) => p.type === 'tool-approval-response');
+    expect(denial).toMatchObject({ approved: false });
+    expect(OrchestrationWiringError.isInstance(failures[0])).toBe(true);
+    expect((failures[0] as OrchestrationWiringError).wiring).toBe('prepareStep');
+    await expect(orchestration.settled()).rejects.toSatisfy(OrchestrationWiringError.isInstance);
+  });
+});
+
 describe('a tool set that bypasses the guard', () => {
   it('fails closed with an error that says how to fix it: no raw tool runs', async () => {
     const { manager, tools, executed, failures, config } = setup();
