@@ -54,7 +54,7 @@ export interface CreateAgentOptions<TOOLS extends ToolSet = ToolSet> {
 /** Callbacks of one message's stream. */
 export type HandleMessageStreamOptions<TOOLS extends ToolSet = ToolSet> = Pick<
   StreamWithOrchestrationOptions<TOOLS>,
-  'onStepFinish' | 'onFinish' | 'onCallbackError'
+  'onStepFinish' | 'onFinish' | 'onCallbackError' | 'initialState'
 >;
 
 /** One message to an agent. */

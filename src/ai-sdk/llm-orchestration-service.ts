@@ -19,7 +19,7 @@ import {
 } from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
-import type { AIOrchestrationState } from '../core/state.js';
+import { type AIOrchestrationState, toAIState } from '../core/state.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { CoreLLM } from './core-llm.js';
 import { type Orchestration, orchestrate, type RuntimeContext, type StepInfo } from './orchestrate.js';
@@ -51,6 +51,11 @@ export interface StreamWithOrchestrationOptions<TOOLS extends ToolSet = ToolSet>
   /** Receives errors of user callbacks and of state writes (default `console.error`). */
   onCallbackError?: (error: unknown, callback: string) => void;
   abortSignal?: AbortSignal;
+  /**
+   * The session's state as the caller already read it (a server that just claimed the session):
+   * becomes `orchestrationState` without another store read.
+   */
+  initialState?: AIOrchestrationState | null;
   /**
    * More `streamText` options: call settings (`topP`, `seed`, ...), request options and these
    * hooks, which are composed with the orchestration's (see `orchestrate()`), not replaced.
@@ -127,7 +132,7 @@ export class LLMOrchestrationService {
         : {}),
       onError: (error) => reportError(error, 'orchestration'),
     });
-    const startState = await manager.getState(sessionId);
+    const startState = options.initialState !== undefined ? options.initialState : await manager.getState(sessionId);
     let resolveFinal: (state: AIOrchestrationState | null) => void = () => undefined;
     const finalOrchestrationState = new Promise<AIOrchestrationState | null>((resolve) => {
       resolveFinal = resolve;
@@ -136,7 +141,10 @@ export class LLMOrchestrationService {
     // tools that ran still count.
     const finish = async () => {
       await orchestration.settled().catch(() => undefined); // failures were reported to onError
-      resolveFinal(await manager.getState(sessionId).catch(() => null));
+      // The turn holds the state it last wrote: no store read for it (a read only when the
+      // turn never reached a model step).
+      const held = orchestration.sessionState();
+      resolveFinal(held !== undefined ? toAIState(held) : await manager.getState(sessionId).catch(() => null));
     };
 
     const instructions = options.instructions ?? options.system;

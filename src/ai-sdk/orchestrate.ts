@@ -151,6 +151,11 @@ export interface Orchestration<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Ru
   /** Once the turn has ended: its `sequence-incomplete` event, if the sequence was left unfinished. */
   sequenceIncomplete(): SequenceIncomplete | undefined;
   /**
+   * The session as this turn last stored it (after {@link settled}: its final state), so callers
+   * need no store read for it; undefined before the first model step.
+   */
+  sessionState(): OrchestrationState | undefined;
+  /**
    * Ends the turn if the AI SDK did not (an error, an abort) and resolves when every state write
    * has finished; rejects with the first failure (a state write, a wiring mistake).
    */
@@ -297,7 +302,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const context = () => manager.transitionContext(messageOf(conversation));
   /** Begins the turn when a call comes before any model step (an approved call resumed). */
   const begin = async () => {
-    if (turn.state === undefined) await turn.stepStarted();
+    if (turn.state === undefined) await turn.begin();
     projected ??= turn.state;
   };
   const decideLocally = (tool: string, toolCallId: string, offeredNow: readonly string[] | undefined): ToolDecision => {
@@ -393,7 +398,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
           try {
             if (turn.state === undefined) {
               adoptMessages(execution.messages);
-              await turn.stepStarted();
+              await turn.begin();
             }
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
@@ -575,6 +580,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     onEnd,
     lastStep: () => last,
     sequenceIncomplete: () => incomplete,
+    sessionState: () => turn.state,
     async settled() {
       await Promise.allSettled([...pending]);
       await end();

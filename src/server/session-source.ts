@@ -45,11 +45,14 @@ export interface SessionTurn {
   readonly sessionId: string;
   /** The manager the turn runs on. */
   readonly manager: OrchestrationManager;
+  /** The session as the claim left it, before the turn. */
+  readonly state: OrchestrationState;
   /**
    * The state once the turn's writes are done, and in stateless mode the token to continue
    * with. Ends the turn: call it once, whether the turn completed, failed or was aborted.
+   * `held`: the final state as the turn itself last wrote it, which spares a store read.
    */
-  finish(): Promise<{ state: OrchestrationState; stateToken?: string }>;
+  finish(held?: OrchestrationState): Promise<{ state: OrchestrationState; stateToken?: string }>;
   /** Undoes the claim of a turn that failed before it started. */
   abandon(): Promise<void>;
 }
@@ -89,11 +92,13 @@ export function storedSessions(manager: OrchestrationManager, owned: boolean): S
     stateless: false,
     async startTurn({ agentId, sessionId: requested }) {
       const sessionId = requested ?? crypto.randomUUID();
-      await claimForAgent(manager, sessionId, agentId);
+      const state = await claimForAgent(manager, sessionId, agentId);
       return {
         sessionId,
         manager,
-        async finish() {
+        state,
+        async finish(held) {
+          if (held !== undefined) return { state: held };
           // The session exists (claimed above) unless it was deleted during the turn.
           return { state: (await states.getState(sessionId)) ?? createState(sessionId, Date.now()) };
         },
@@ -227,11 +232,13 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
       const carried = token === undefined ? undefined : decode(token, requested, 'body.sessionId');
       const sessionId = carried?.sessionId ?? requested ?? crypto.randomUUID();
       return withWorkingCopy(sessionId, carried, async (claim, base) => {
-        await claimForAgent(manager, sessionId, agentId);
+        const state = await claimForAgent(manager, sessionId, agentId);
         let ended: Promise<{ state: OrchestrationState; stateToken: string }> | undefined;
         return {
           sessionId,
           manager,
+          state,
+          // The working copy is in memory: reading it back costs nothing, so `held` is not needed.
           finish() {
             ended ??= (async () => {
               try {
@@ -292,7 +299,11 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
  * Stamps the session with its agent on first use, atomically, and refuses a session that
  * another agent owns: its steps and sequence position mean nothing to a different template.
  */
-async function claimForAgent(manager: OrchestrationManager, sessionId: string, agentId: string): Promise<void> {
+async function claimForAgent(
+  manager: OrchestrationManager,
+  sessionId: string,
+  agentId: string,
+): Promise<OrchestrationState> {
   const state = await manager
     .getStateManager()
     .modify(sessionId, (current) => (current.agentId === undefined ? { ...current, agentId } : current));
@@ -303,6 +314,7 @@ async function claimForAgent(manager: OrchestrationManager, sessionId: string, a
       { path: 'body.sessionId' },
     );
   }
+  return state;
 }
 
 function sessionNotFound(sessionId: string): HttpError {

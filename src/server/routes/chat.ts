@@ -6,6 +6,7 @@
 import { safeValidateUIMessages, type UIMessage } from 'ai';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
+import { toAIState } from '../../core/state.js';
 import type { OrchestrationSnapshot } from '../api-types.js';
 import { checkHistory, type LooseMessage } from '../chat-history.js';
 import { chatResponse } from '../chat-stream.js';
@@ -58,6 +59,7 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
               steps.push(stepSnapshot(agentId, info));
             },
             stream: {
+              initialState: toAIState(turn.state),
               onCallbackError: (error: unknown, callback: string) =>
                 logger.error({ err: error, sessionId, agentId }, `orchestration ${callback} failed`),
             },
@@ -68,7 +70,7 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
           });
         // The slot is the turn's until the model loop has ended and its writes are stored
         // (or a client that left stopped it), not until a slow client has read every byte.
-        const ended = result.finalOrchestrationState.then(() => turn.finish());
+        const ended = result.finalOrchestrationState.then(() => turn.finish(result.orchestration.sessionState()));
         ended.then(release, release);
         signal.addEventListener('abort', release, { once: true });
         const final = async () => {
