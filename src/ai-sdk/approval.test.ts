@@ -87,8 +87,11 @@ describe('human approval of a sequence tool', () => {
       role: 'tool',
       content: [{ type: 'tool-approval-response', approvalId: request!.approvalId, approved: true }],
     };
+    const offeredBefore = events.filter((e) => e.type === 'tools-offered').length;
     const second = await turn([user, ...first.result.response.messages, approved], obedient);
     expect(executed).toEqual(['search', 'think']);
+    // One step decision per model step: running the approved call first decided no step.
+    expect(events.filter((e) => e.type === 'tools-offered').length - offeredBefore).toBe(second.calls.length);
     expect(second.calls.map((c) => c.offered)).toEqual([['think'], ['search', 'think']]);
     expect(await manager.getState('s')).toMatchObject({ sequenceIndex: 2, recentlyUsedTools: ['search', 'think'] });
     expect(second.orchestration.sequenceIncomplete()).toBeUndefined();

@@ -85,6 +85,16 @@ export class Turn {
     return transitionAll(this.#plan, this.#stored, this.#buffer, this.#context()).state;
   }
 
+  /**
+   * Begins the turn before its first model step (an approved call resumed from the history
+   * runs first): writes the user message, decides no step. Resolves to the stored state.
+   */
+  async begin(): Promise<OrchestrationState> {
+    if (this.#begun && this.#stored !== undefined) return this.state ?? this.#stored;
+    this.#begun = true;
+    return (await this.#write([{ type: 'user-message' }])).state;
+  }
+
   /** Where the session stands for the next model step, and what to offer. */
   async stepStarted(): Promise<TurnStep> {
     const started: TransitionInput = { type: 'step-started', agentTools: this.#agentTools };
