@@ -1,6 +1,8 @@
 /**
  * The `serve` sub-command: parses its flags and hands over to {@link startServer}.
  */
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
@@ -9,9 +11,11 @@ import {
   DEFAULT_HEADERS_TIMEOUT_MS,
   DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
   DEFAULT_REQUEST_TIMEOUT_MS,
+  type ServeOptions,
   ServeSetupError,
   startServer,
 } from './serve.js';
+import { runServeWorker, startServeWorkers } from './serve-workers.js';
 
 /** Default port of `baton serve`. */
 export const DEFAULT_PORT = 4000;
@@ -25,6 +29,12 @@ function integer(name: string, min: number) {
       throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
     return n;
   };
+}
+
+/** `auto` (one worker per available core) or a whole number >= 1. */
+function workerCount(value: string): number {
+  if (value === 'auto') return availableParallelism();
+  return integer('--workers', 1)(value);
 }
 
 /** `baton serve [agentsDir] --port --store --model --stateless ...`. */
@@ -77,6 +87,14 @@ export function serveCommand(context: CliContext): Command {
         '--max-queued-turns <n>',
         'chat turns that wait for a slot; more are refused with 503 and Retry-After (default 1024)',
       ).argParser(integer('--max-queued-turns', 0)),
+    )
+    .addOption(
+      new Option(
+        '--workers <n>',
+        '"auto" (one per core) or a number: processes serving the same port; more than 1 needs a shared store (sqlite:, redis://, postgres://)',
+      )
+        .argParser(workerCount)
+        .default(1),
     )
     .addOption(
       new Option('--headers-timeout <ms>', 'most time for a client to send its request headers; then 408 and close')
@@ -134,6 +152,7 @@ export function serveCommand(context: CliContext): Command {
           headersTimeout: number;
           requestTimeout: number;
           keepAliveTimeout: number;
+          workers: number;
           maxTurns?: number;
           maxQueuedTurns?: number;
           offlineDelay: number;
@@ -141,35 +160,44 @@ export function serveCommand(context: CliContext): Command {
           logLevel: string;
         },
       ) => {
+        const options: ServeOptions = {
+          agentsPath,
+          port: flags.port,
+          host: flags.host,
+          store: flags.store,
+          model: flags.model,
+          stateless: flags.stateless,
+          corsOrigins: flags.cors
+            .split(',')
+            .map((origin) => origin.trim())
+            .filter(Boolean),
+          bodyLimit: flags.bodyLimit,
+          maxMessages: flags.maxMessages,
+          maxMessageChars: flags.maxMessageChars,
+          headersTimeoutMs: flags.headersTimeout,
+          requestTimeoutMs: flags.requestTimeout,
+          keepAliveTimeoutMs: flags.keepAliveTimeout,
+          maxTurns: flags.maxTurns,
+          maxQueuedTurns: flags.maxQueuedTurns,
+          offlineDelayMs: flags.offlineDelay,
+          otel: flags.otel,
+          logLevel: flags.logLevel,
+          env: context.env,
+          stdout: context.stdout as Writable & { isTTY?: boolean },
+          stderr: context.stderr as Writable,
+          signal: context.signal,
+          // Workers share the stateless replay marks through the store; one process keeps them in memory.
+          ...(flags.stateless && flags.workers > 1 ? { replayStore: flags.store } : {}),
+        };
         try {
-          const running = await startServer({
-            agentsPath,
-            port: flags.port,
-            host: flags.host,
-            store: flags.store,
-            model: flags.model,
-            stateless: flags.stateless,
-            corsOrigins: flags.cors
-              .split(',')
-              .map((origin) => origin.trim())
-              .filter(Boolean),
-            bodyLimit: flags.bodyLimit,
-            maxMessages: flags.maxMessages,
-            maxMessageChars: flags.maxMessageChars,
-            headersTimeoutMs: flags.headersTimeout,
-            requestTimeoutMs: flags.requestTimeout,
-            keepAliveTimeoutMs: flags.keepAliveTimeout,
-            maxTurns: flags.maxTurns,
-            maxQueuedTurns: flags.maxQueuedTurns,
-            offlineDelayMs: flags.offlineDelay,
-            otel: flags.otel,
-            logLevel: flags.logLevel,
-            env: context.env,
-            stdout: context.stdout as Writable & { isTTY?: boolean },
-            stderr: context.stderr as Writable,
-            signal: context.signal,
-          });
-          await running.closed;
+          if (cluster.isWorker) {
+            // cluster re-ran this command line in a worker of --workers.
+            await runServeWorker(options, context.setExitCode);
+          } else if (flags.workers > 1) {
+            await (await startServeWorkers(options, flags.workers)).closed;
+          } else {
+            await (await startServer(options)).closed;
+          }
         } catch (error) {
           if (!ServeSetupError.isInstance(error) || error.code !== 'serve-setup') throw error;
           context.stderr.write(`baton serve: ${error.message}\n`);

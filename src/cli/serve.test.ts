@@ -91,6 +91,18 @@ describe('baton serve', () => {
     );
   });
 
+  it('refuses a headers timeout longer than the request timeout, naming both flags', async () => {
+    await expect(startServer(options({ headersTimeoutMs: 5_000, requestTimeoutMs: 1_000 }).opts)).rejects.toThrow(
+      '--headers-timeout (5000 ms) must not exceed --request-timeout (1000 ms)',
+    );
+    // 0 is no request timeout at all, so any headers timeout fits.
+    const { opts, abort } = options({ headersTimeoutMs: 5_000, requestTimeoutMs: 0 });
+    const running = await startServer(opts);
+    expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
+    abort.abort();
+    await running.closed;
+  });
+
   it('says when the port is taken, and when the store cannot be opened', async () => {
     const first = options();
     const running = await startServer(first.opts);

@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
-import { type BatonApp, createApp, type ServedAgent } from '../server/create-app.js';
+import { type BatonApp, createApp, type ServedAgent, type StatelessOptions } from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseStateKeys } from '../stores/state-token.js';
 import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
@@ -26,8 +26,13 @@ export interface ServeOptions {
   agentsPath: string;
   port: number;
   host: string;
-  /** Store URL; ignored with `stateless`. */
+  /** Store URL; with `stateless`, used only for {@link ServeOptions.replayStore}. */
   store: string;
+  /**
+   * Stateless mode: where the replay guard keeps each session's high-water mark, a store every
+   * process shares (`--workers` sets it to `store`). Default: this process's memory.
+   */
+  replayStore?: string | undefined;
   /** Model spec for every agent; default each template's own, else offline. */
   model?: string | undefined;
   stateless: boolean;
@@ -43,8 +48,9 @@ export interface ServeOptions {
   /** How long an idle keep-alive connection stays open, in ms (default {@link DEFAULT_KEEP_ALIVE_TIMEOUT_MS}). */
   keepAliveTimeoutMs?: number | undefined;
   /**
-   * Set in a worker of `--workers`: the server prints no banner and no template warnings (the
-   * primary did), and every log line carries `worker: <id>`.
+   * Set in a worker of `--workers` (its cluster id): the server prints no banner (the primary
+   * prints the first worker's), only worker 1 prints template warnings, and every log line
+   * carries `worker: <id>`.
    */
   worker?: number | undefined;
   /** Chat turns that run at once (`createApp`'s `maxTurns`). */
@@ -67,6 +73,8 @@ export interface ServeOptions {
 export interface RunningServer {
   url: string;
   app: BatonApp;
+  /** What it printed (or, in a worker, would have printed) once listening: URL, store, agents. */
+  banner: readonly string[];
   /** Resolves once the server stopped, after `signal` aborted. */
   closed: Promise<void>;
 }
@@ -100,9 +108,11 @@ export class ServeSetupError extends BatonError {
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const paint = (format: Parameters<typeof styleText>[0], text: string) =>
     options.stdout.isTTY ? styleText(format, text, { validateStream: false }) : text;
-  // A worker's primary printed the banner and the warnings once for all workers.
+  // With --workers the primary prints one banner for all, and one worker the warnings.
   const announce = options.worker === undefined;
+  const banner: string[] = [];
   const say = (line: string) => {
+    banner.push(line);
     if (announce) options.stdout.write(`${line}\n`);
   };
   const timeouts = httpTimeouts(options);
@@ -111,7 +121,9 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const served: ServedAgent[] = [];
   const modelLines: string[] = [];
   for (const { template, warnings } of templates) {
-    if (announce) for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
+    if (options.worker === undefined || options.worker === 1) {
+      for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
+    }
     const chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
     served.push({ template, warnings, model: chosen.llm });
     modelLines.push(
@@ -120,7 +132,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   }
 
   let manager: OrchestrationManager | undefined;
-  let stateless: { keys: string[] } | undefined;
+  let stateless: StatelessOptions | undefined;
   if (options.stateless) {
     const raw = options.env.BATON_STATE_KEYS;
     if (!raw?.trim()) {
@@ -129,7 +141,10 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       );
     }
     try {
-      stateless = { keys: parseStateKeys(raw) };
+      stateless = {
+        keys: parseStateKeys(raw),
+        ...(options.replayStore !== undefined ? { replayStore: options.replayStore } : {}),
+      };
     } catch (error) {
       throw new ServeSetupError(`BATON_STATE_KEYS: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -214,7 +229,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const url = `http://${host}:${address.port}`;
   say(`Baton listening on ${url}`);
   say(
-    `Store: ${stateless ? 'none (stateless: state travels in the x-orchestration-state header)' : redact(options.store)}`,
+    `Store: ${stateless ? `none (stateless: state travels in the x-orchestration-state header${options.replayStore ? `; replay marks in ${redact(options.replayStore)}` : ''})` : redact(options.store)}`,
   );
   say(`Agents (${served.length}):`);
   for (const line of modelLines) say(line);
@@ -242,7 +257,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     if (options.signal.aborted) stop();
     else options.signal.addEventListener('abort', stop, { once: true });
   });
-  return { url, app, closed };
+  return { url, app, banner, closed };
 }
 
 /** The node:http timeouts of {@link ServeOptions}, defaulted and checked against each other. */

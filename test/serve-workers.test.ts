@@ -1,0 +1,301 @@
+/**
+ * `baton serve --workers 2`: one port, two worker processes (node:cluster) sharing a store. One
+ * session is served by both workers, turn after turn (every request on a new connection, which
+ * the primary hands to the workers in turn), with messages that move the cognitive reasoner
+ * from mode to mode: each turn must see the state the other worker left, and the session's
+ * history must hold every tool use the streams reported. Then turns of the session run on both
+ * at once, and a worker that dies is replaced, a bounded number of times.
+ *
+ * SQLite always runs; Redis is skipped without a server at 127.0.0.1:6379 (a failure with
+ * BATON_REQUIRE_SERVICES=1).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { UIMessageChunk } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OrchestrationSnapshot, SessionResponse } from '../src/server/api-types.js';
+import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
+import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const AGENT = 'cognitive-reasoner';
+/** Three cold `tsx` starts (primary and two workers) on a loaded two-core machine take a while. */
+const START_TIMEOUT_MS = 120_000;
+
+const redisSkip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
+const scratch = mkdtempSync(join(tmpdir(), 'baton-workers-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** The parent's BATON_* settings (an API key, a model) must not change what the servers do. */
+const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_')));
+
+function startWorkers(store: string, extra: readonly string[] = []): Promise<ServeProcess> {
+  return startServeProcess(
+    ['examples/agents', '--model', 'offline', '--port', '0', '--store', store, '--log-level', 'info', ...extra],
+    { name: `workers on ${store}`, env: { ...env, FORCE_COLOR: '0' }, timeoutMs: START_TIMEOUT_MS - 10_000 },
+  );
+}
+
+/** Waits until the banner's last line is printed, and returns the worker pids it names. */
+async function workerPids(server: ServeProcess): Promise<number[]> {
+  await until(() => /^Workers: /m.test(server.output()), 30_000);
+  const line = /^Workers: (\d+) \(pids ([\d, ]+)\)/m.exec(server.output());
+  if (!line) throw new Error(`no Workers line in:\n${server.output()}`);
+  return line[2]!.split(', ').map(Number);
+}
+
+/** Pids of the processes whose parent is `pid` (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (parent === pid) children.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return children;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(condition: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await sleep(50);
+  }
+}
+
+/** One HTTP request on a connection of its own (no keep-alive), so the primary picks a worker for it. */
+function send(
+  url: string,
+  method: string,
+  body?: string,
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, agent: false, headers: body ? { 'content-type': 'application/json' } : {} });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** What one chat turn streamed. */
+interface Turn {
+  /** Tools whose output the stream delivered, in order: the ones that ran. */
+  executed: string[];
+  final: OrchestrationSnapshot;
+}
+
+async function chat(server: ServeProcess, sessionId: string, text: string, messageId: string): Promise<Turn> {
+  const response = await send(
+    `${server.url}/api/chat/${AGENT}`,
+    'POST',
+    JSON.stringify({ sessionId, messages: [{ id: messageId, role: 'user', parts: [{ type: 'text', text }] }] }),
+  );
+  expect(response.status, response.body).toBe(200);
+  expect(response.headers['x-session-id']).toBe(sessionId);
+  const chunks = response.body
+    .split('\n')
+    .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+    .map((line) => JSON.parse(line.slice('data: '.length)) as UIMessageChunk);
+  expect(chunks.filter((chunk) => chunk.type === 'error')).toEqual([]);
+  const names = new Map<string, string>();
+  const executed: string[] = [];
+  for (const chunk of chunks) {
+    if (chunk.type === 'tool-input-start' || chunk.type === 'tool-input-available') {
+      names.set(chunk.toolCallId, chunk.toolName);
+    } else if (chunk.type === 'tool-output-available') {
+      executed.push(names.get(chunk.toolCallId) ?? `unknown call ${chunk.toolCallId}`);
+    }
+  }
+  const final = chunks
+    .filter((chunk) => chunk.type === 'data-orchestration')
+    .map((chunk) => (chunk as unknown as { data: OrchestrationSnapshot }).data)
+    .at(-1)!;
+  expect(final.final).toBe(true);
+  return { executed, final };
+}
+
+/** The worker that logged each chat request of `sessionId`, in log order. */
+function workersOf(server: ServeProcess, sessionId: string): number[] {
+  return server
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { worker?: number; path?: string; sessionId?: string })
+    .filter((entry) => entry.sessionId === sessionId && entry.path === `/api/chat/${AGENT}`)
+    .map((entry) => entry.worker ?? 0);
+}
+
+/** User messages and the mode, and so the tool sequence, each one selects. */
+const MODES = [
+  {
+    text: 'How many electric vehicles will be on the road by 2030?',
+    step: 'ResearchMode',
+    tools: ['search', 'think', 'reflect'],
+  },
+  {
+    text: 'How can we solve traffic jams in cities?',
+    step: 'ProblemSolvingMode',
+    tools: ['think', 'brainstorm', 'compare'],
+  },
+  {
+    text: 'Please critique my plan to learn Rust in a week.',
+    step: 'EvaluationMode',
+    tools: ['critique', 'debate', 'reflect'],
+  },
+  { text: 'Compare trains versus planes for Europe.', step: 'ComparisonMode', tools: ['search', 'compare', 'reflect'] },
+] as const;
+
+const stores: [string, string | false, () => string, (() => Promise<void>) | undefined][] = [
+  ['SQLite', false, () => `sqlite:${join(scratch, 'state.db')}`, undefined],
+  (() => {
+    const prefix = `baton-workers:${randomUUID().slice(0, 8)}:`;
+    return [
+      'Redis',
+      redisSkip,
+      () => `${REDIS_URL}/0?keyPrefix=${encodeURIComponent(prefix)}`,
+      () => deleteRedisKeys(REDIS_URL, prefix),
+    ] as [string, string | false, () => string, () => Promise<void>];
+  })(),
+];
+
+describe.each(stores)('baton serve --workers 2 on %s', (_, skip, storeUrl, cleanUp) => {
+  let server: ServeProcess;
+  beforeAll(async () => {
+    if (skip) return;
+    server = await startWorkers(storeUrl(), ['--workers', '2']);
+  }, START_TIMEOUT_MS);
+  afterAll(async () => {
+    if (server) await stopServeProcess(server);
+    await cleanUp?.();
+  });
+
+  it.skipIf(skip)(
+    'serves one session from both workers, turn after turn and at once, losing nothing',
+    async () => {
+      const pids = await workerPids(server);
+      expect(pids).toHaveLength(2);
+      // One banner for the whole cluster.
+      expect(server.output().match(/^Baton listening on /gm)).toHaveLength(1);
+
+      const sessionId = `workers-${randomUUID()}`;
+      const turns: Turn[] = [];
+      for (let i = 0; i < 8; i++) {
+        const mode = MODES[i % MODES.length]!;
+        const turn = await chat(server, sessionId, mode.text, `m${i}`);
+        // Each turn starts from the state the previous one, on the other worker, left.
+        expect(turn.final.activeStep, `turn ${i}`).toBe(mode.step);
+        expect(turn.executed, `turn ${i}`).toEqual(mode.tools);
+        expect(turn.final.sequence?.completed, `turn ${i}`).toBe(true);
+        turns.push(turn);
+      }
+      const served = workersOf(server, sessionId);
+      expect(served).toHaveLength(8);
+      expect(new Set(served).size).toBe(2);
+      // The primary hands new connections to the workers in turn.
+      const switches = served.slice(1).filter((worker, i) => worker !== served[i]).length;
+      expect(switches, `workers by turn: ${served.join(', ')}`).toBeGreaterThanOrEqual(4);
+      const history = turns.flatMap((turn) => turn.executed);
+      const session = JSON.parse(
+        (await send(`${server.url}/api/sessions/${sessionId}`, 'GET')).body,
+      ) as SessionResponse;
+      expect(session.state.recentlyUsedTools).toEqual(history);
+
+      // Four turns of the session at once, spread over both workers: every use that ran is kept.
+      const reset = await send(`${server.url}/api/sessions/${sessionId}/reset`, 'POST');
+      expect(reset.status).toBe(200);
+      const concurrent = await Promise.all([0, 1, 2, 3].map((i) => chat(server, sessionId, MODES[i]!.text, `c${i}`)));
+      const after = JSON.parse((await send(`${server.url}/api/sessions/${sessionId}`, 'GET')).body) as SessionResponse;
+      const ran = concurrent.flatMap((turn) => turn.executed);
+      expect(ran.length).toBeGreaterThan(0);
+      expect([...after.state.recentlyUsedTools].sort()).toEqual([...ran].sort());
+      expect(new Set(workersOf(server, sessionId).slice(8)).size).toBe(2);
+    },
+    120_000,
+  );
+
+  it.skipIf(skip)('stops every worker when stopped', async () => {
+    const pids = await workerPids(server);
+    await stopServeProcess(server);
+    expect(server.child.exitCode).toBe(0);
+    await until(() => pids.every((pid) => !alive(pid)), 10_000);
+  });
+});
+
+describe('baton serve --workers, refusals and crashes', () => {
+  it('refuses more than one worker on the memory store, once, saying what to use', async () => {
+    const failure = startWorkers('memory:', ['--workers', '2']).then(
+      (server) => stopServeProcess(server).then(() => 'started'),
+      (error: Error) => error.message,
+    );
+    const message = await failure;
+    expect(message).toMatch(/exited \(code 1\) before listening/);
+    const lines = message.split('\n').filter((line) => line.includes('needs a store all workers share'));
+    expect(lines).toEqual([
+      'baton serve: --workers 2 needs a store all workers share, but memory: keeps sessions inside one process; use --store sqlite:<file>, redis://… or postgres://…, or --workers 1.',
+    ]);
+  });
+
+  it('replaces a worker that dies, and gives up after five restarts in a minute', async () => {
+    const server = await startWorkers(`sqlite:${join(scratch, 'crash.db')}`, ['--workers', '2']);
+    try {
+      const [first] = await workerPids(server);
+      process.kill(first!, 'SIGKILL');
+      await until(
+        () => /worker 1 \(pid \d+\) exited \(signal SIGKILL\); starting another/.test(server.output()),
+        10_000,
+      );
+      // The replacement is worker 3; once it listens, the primary hands it connections too.
+      await until(() => /worker 3 \(pid \d+\) listening/.test(server.output()), 60_000);
+      const sessionId = `crash-${randomUUID()}`;
+      for (let i = 0; i < 4; i++) await chat(server, sessionId, MODES[0].text, `m${i}`);
+      expect(new Set(workersOf(server, sessionId))).toEqual(new Set([2, 3]));
+
+      // Kill every worker as soon as it appears: after five restarts the primary stops.
+      const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+      const killed = new Set<number>();
+      const deadline = Date.now() + 60_000;
+      while (server.child.exitCode === null && Date.now() < deadline) {
+        for (const pid of childrenOf(server.child.pid!)) {
+          if (!killed.has(pid)) {
+            killed.add(pid);
+            process.kill(pid, 'SIGKILL');
+          }
+        }
+        await sleep(100);
+      }
+      expect(await exited).toBe(1);
+      expect(server.output()).toMatch(
+        /baton serve: workers keep exiting: worker \d+ exited \(signal SIGKILL\) after 5 restarts in 60 s; stopping/,
+      );
+      expect(server.output().match(/starting another/g)).toHaveLength(5);
+    } finally {
+      await stopServeProcess(server);
+    }
+  }, 150_000);
+});
