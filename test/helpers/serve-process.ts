@@ -26,14 +26,27 @@ export interface StartServeOptions {
   nodeFlags?: readonly string[];
   /** Give up after this long (default 30 s). */
   timeoutMs?: number;
+  /**
+   * Another server to run instead of `baton serve` (a script and its arguments, run with tsx;
+   * `args` are appended), and the line it prints once it listens, capturing its URL.
+   */
+  entry?: { script: readonly string[]; ready: RegExp };
 }
+
+const BATON_READY = /^Baton listening on (http:\/\/\S+)$/m;
 
 /** Starts `baton serve <args>` and resolves once it listens; rejects with its output if it exits or stalls. */
 export function startServeProcess(args: readonly string[], options: StartServeOptions = {}): Promise<ServeProcess> {
   const name = options.name ?? 'baton serve';
   const child = spawn(
     process.execPath,
-    [...(options.nodeFlags ?? []), '--import', 'tsx', 'src/cli/index.ts', 'serve', ...args],
+    [
+      ...(options.nodeFlags ?? []),
+      '--import',
+      'tsx',
+      ...(options.entry?.script ?? ['src/cli/index.ts', 'serve']),
+      ...args,
+    ],
     { cwd: ROOT, env: options.env ?? { ...process.env, FORCE_COLOR: '0' }, stdio: ['pipe', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -45,7 +58,7 @@ export function startServeProcess(args: readonly string[], options: StartServeOp
     }, timeoutMs);
     const onData = (chunk: string) => {
       output += chunk;
-      const url = /^Baton listening on (http:\/\/\S+)$/m.exec(output)?.[1];
+      const url = (options.entry?.ready ?? BATON_READY).exec(output)?.[1];
       if (url) {
         clearTimeout(giveUp);
         resolve({ name, url: url.replace(/\/$/, ''), child, output: () => output });
