@@ -134,6 +134,33 @@ describe("composing the app's own hooks with the orchestration", () => {
     expect(calls[1]?.offered).toEqual(['search', 'think', 'reflect', 'summarize']);
   });
 
+  it("carries the app's prepareStep instructions forward as the AI SDK does, with the orchestration's block", async () => {
+    const { manager, tools, config } = setup();
+    const { model, calls } = mockModel(obedient);
+    const orchestration = orchestrate({
+      manager,
+      config,
+      sessionId: 's',
+      tools,
+      // `system`: the AI SDK's deprecated name, set at step 0 only.
+      prepareStep: ({ stepNumber }) => (stepNumber === 0 ? { system: 'Legacy voice.' } : undefined),
+    });
+    await generateText({
+      model,
+      messages: [user],
+      instructions: 'Initial.',
+      stopWhen: isStepCount(3),
+      ...orchestration,
+    });
+    const systems = calls.map((c) => JSON.stringify(c.options.prompt[0]));
+    for (const system of systems) {
+      expect(system).toContain('Legacy voice.');
+      expect(system).not.toContain('Initial.');
+      expect(system).toContain('## Orchestration');
+    }
+    expect(systems[1]).toContain('Next required tool: think');
+  });
+
   it('counts every token even when the app puts its own onStepEnd after the spread, and says how to fix it', async () => {
     const { manager, tools, failures, config } = setup();
     const { model } = mockModel([

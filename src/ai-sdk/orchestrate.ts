@@ -527,12 +527,15 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         fail(error);
       }
     }
-    if (app?.instructions !== undefined) carriedInstructions = app.instructions;
+    // `system` is the AI SDK's deprecated name for `instructions`.
+    const appInstructions = app?.instructions ?? app?.system;
+    if (appInstructions !== undefined) carriedInstructions = appInstructions;
     const base = carriedInstructions ?? options.instructions ?? step.initialInstructions;
     // With no steps there is nothing to tell the model: leave the instructions alone.
     const instructions = plan.steps.length === 0 ? base : withOrchestration(base, last, activeStep?.instructions);
+    const { system: _system, ...rest } = app ?? {};
     const result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> = {
-      ...app,
+      ...rest,
       activeTools: offeredNow.filter((tool): tool is keyof TOOLS & string => Object.hasOwn(guarded, tool)),
       toolChoice: choice,
     };
@@ -543,7 +546,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     onStepEndMissing = true;
     wiringProblem(
       'onStepEnd',
-      `the call's onStepEnd is not the orchestration's, so token usage and writes wait for the end of the turn (and are lost if onEnd is replaced too and settled() is not called); pass yours as orchestrate({ onStepEnd }) and ${SPREAD_LAST}`,
+      `the call's onStepEnd is not the orchestration's, so token usage and writes wait for the next step or the end of the turn (the last step's usage is lost if onEnd is replaced too); pass yours as orchestrate({ onStepEnd }) and ${SPREAD_LAST}`,
       true,
     );
   };
