@@ -1,13 +1,21 @@
 /**
  * The chat answer: the AI SDK's UI message stream of the turn, with Baton's
- * `data-orchestration` parts put into the same stream by one transform, so a chunk passes
- * through no more streams than in a plain `toUIMessageStreamResponse` server, plus that one.
+ * `data-orchestration` parts put into the same stream, framed as server-sent events and
+ * encoded, all by one transform.
  *
  * Order of the parts: `start` (its metadata names the session and agent), then for every model
  * step the snapshot taken before it, right before the step's `start-step`, then the step; after
  * the last step, once every state write is stored, the final snapshot, then `finish`.
+ *
+ * Why one transform: a chunk's cost here is mostly the web streams it passes through (each hop
+ * is a few promises and queue operations per chunk, and the offline model streams hundreds of
+ * small chunks a turn). `createUIMessageStreamResponse` would add two hops of its own (JSON to
+ * SSE, then text to bytes) after ours; doing both in this transform cut the CPU of a whole turn
+ * by about a tenth in-process, so Baton's answer passes through fewer streams than a plain
+ * `toUIMessageStreamResponse()` server's. The framing is the AI SDK's UI message stream v1
+ * (`data: <json>` lines, then `data: [DONE]`, with its `UI_MESSAGE_STREAM_HEADERS`).
  */
-import { createUIMessageStreamResponse, type FinishReason, type UIMessageChunk } from 'ai';
+import { type FinishReason, UI_MESSAGE_STREAM_HEADERS, type UIMessageChunk } from 'ai';
 import type { Logger } from 'pino';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
 import { BatonError } from '../core/errors.js';
@@ -29,6 +37,9 @@ export interface ChatResponseOptions {
   logger: Logger;
 }
 
+const encoder = new TextEncoder();
+const DONE = encoder.encode('data: [DONE]\n\n');
+
 /** Streams the turn as the response; see the module comment. */
 export function chatResponse(options: ChatResponseOptions): Response {
   const { result, sessionId, agentId, steps, logger } = options;
@@ -41,30 +52,32 @@ export function chatResponse(options: ChatResponseOptions): Response {
     return BatonError.isInstance(error) ? error.message : 'An error occurred.';
   };
 
-  const orchestrated = new TransformStream<UIMessageChunk, UIMessageChunk>({
+  const orchestratedEvents = new TransformStream<UIMessageChunk, Uint8Array>({
     start(controller) {
-      controller.enqueue({ type: 'start', messageMetadata: { sessionId, agentId } });
+      controller.enqueue(event({ type: 'start', messageMetadata: { sessionId, agentId } }));
     },
     transform(chunk, controller) {
       // The snapshot of a step was taken in prepareStep, before the step began.
-      if (chunk.type === 'start-step') for (const snapshot of steps.splice(0)) controller.enqueue(part(snapshot));
-      controller.enqueue(chunk);
+      if (chunk.type === 'start-step')
+        for (const snapshot of steps.splice(0)) controller.enqueue(event(part(snapshot)));
+      controller.enqueue(event(chunk));
     },
     async flush(controller) {
       // A step that was prepared but never began (the turn was aborted) still shows what it offered.
-      for (const snapshot of steps.splice(0)) controller.enqueue(part(snapshot));
+      for (const snapshot of steps.splice(0)) controller.enqueue(event(part(snapshot)));
       let finishReason: FinishReason = 'error';
       try {
-        controller.enqueue(part(await options.final()));
+        controller.enqueue(event(part(await options.final())));
         finishReason = await Promise.resolve(result.finishReason).catch(() => 'error' as const);
       } catch (error) {
-        controller.enqueue({ type: 'error', errorText: errorText(error) });
+        controller.enqueue(event({ type: 'error', errorText: errorText(error) }));
       }
-      controller.enqueue({ type: 'finish', finishReason });
+      controller.enqueue(event({ type: 'finish', finishReason }));
+      controller.enqueue(DONE);
     },
   });
 
-  const stream = result
+  const body = result
     .toUIMessageStream({
       sendStart: false,
       sendFinish: false,
@@ -72,6 +85,11 @@ export function chatResponse(options: ChatResponseOptions): Response {
       // A refused tool call's text says why and which tools are allowed: the client needs it.
       redactToolErrors: false,
     })
-    .pipeThrough(orchestrated);
-  return createUIMessageStreamResponse({ stream, headers: options.headers });
+    .pipeThrough(orchestratedEvents);
+  return new Response(body, { headers: { ...UI_MESSAGE_STREAM_HEADERS, ...options.headers } });
+}
+
+/** One server-sent event of the UI message stream protocol, encoded. */
+function event(chunk: UIMessageChunk): Uint8Array {
+  return encoder.encode(`data: ${JSON.stringify(chunk)}\n\n`);
 }

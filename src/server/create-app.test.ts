@@ -2,7 +2,7 @@
  * The HTTP API through `app.request()`: what a client sees on every route, including every
  * way a request can be wrong.
  */
-import { readUIMessageStream, type UIMessageChunk } from 'ai';
+import { parseJsonEventStream, readUIMessageStream, type UIMessageChunk, uiMessageChunkSchema } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
 import { StoreUnavailableError } from '../core/errors.js';
@@ -137,7 +137,19 @@ describe('chat', () => {
     const app = makeApp();
     const response = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
     let message: BatonUIMessage | undefined;
-    const stream = response.body!.pipeThrough(new TextDecoderStream()).pipeThrough(sseToChunks());
+    // Parsed as useChat's transport does: the AI SDK's own SSE parser and chunk schema.
+    const chunks: UIMessageChunk[] = [];
+    const reader = parseJsonEventStream({ stream: response.body!, schema: uiMessageChunkSchema }).getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
+      if (!read.value.success) throw read.value.error;
+      chunks.push(read.value.value);
+    }
+    const stream = new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(chunk);
+        controller.close();
+      },
+    });
     for await (const update of readUIMessageStream<BatonUIMessage>({ stream })) message = update;
     const parts = message!.parts.filter((part) => part.type === 'data-orchestration');
     expect(parts).toHaveLength(1);
@@ -484,18 +496,3 @@ describe('createApp', () => {
     );
   });
 });
-
-/** SSE text to UI message chunks, as the AI SDK's client transport does. */
-function sseToChunks(): TransformStream<string, UIMessageChunk> {
-  let buffer = '';
-  return new TransformStream({
-    transform(text, controller) {
-      buffer += text;
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      for (const line of lines) {
-        if (line.startsWith('data: ') && line !== 'data: [DONE]') controller.enqueue(JSON.parse(line.slice(6)));
-      }
-    },
-  });
-}
