@@ -168,9 +168,10 @@ describe.skipIf(redisSkip)('two server processes sharing one Redis store', () =>
     expect(reset.status).toBe(200);
     expect((await session(a, sessionId)).state.recentlyUsedTools).toEqual([]);
 
-    // Both processes at once on the same session: different modes, then the same one. Each
-    // turn's message is new to the session when the other's was last, so their sequences
-    // restart one another; what matters here is that every use that ran is recorded.
+    // Both processes at once on the same session: different modes, then the same one. A turn
+    // whose message was superseded by the other's newer one may start no tools (docs/behaviour.md),
+    // so a round may run the tools of one turn only; what matters here is that every use that
+    // ran is recorded, in each turn's order.
     const rounds: [Turn, Turn][] = [];
     rounds.push(
       await Promise.all([chat(a, sessionId, MODES[0].text, 'c1-a'), chat(b, sessionId, MODES[2].text, 'c1-b')]),
@@ -200,7 +201,7 @@ describe.skipIf(redisSkip)('two server processes sharing one Redis store', () =>
       ).toBe(true);
       at += length;
     }
-    expect(rounds.flat().every((turn) => turn.executed.length > 0)).toBe(true);
+    expect(rounds.every(([first, second]) => first.executed.length + second.executed.length > 0)).toBe(true);
 
     // The state really lives in Redis, under this run's prefix.
     const admin = new Redis(REDIS_URL);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
+import { InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { createState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
 import { DEFAULT_SQLITE_TABLE, parseSqliteUrl, SQLITE_SCHEMA_VERSION, sqliteStore } from './sqlite.js';
@@ -288,7 +288,7 @@ describe('sqliteStore', () => {
     await store.close();
     await store.close();
     const error = await rejection(store.get('s'));
-    expect(InvalidArgumentError.isInstance(error)).toBe(true);
+    expect(StoreClosedError.isInstance(error)).toBe(true);
     expect((error as Error).message).toMatch(/closed/);
   });
 });
