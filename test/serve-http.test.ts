@@ -88,6 +88,9 @@ describe('baton serve at the HTTP layer', () => {
       '--request-timeout',
       '3000',
     ]);
+    // The banner goes on after the "listening" line; on a busy machine it can still be arriving
+    // when a test starts, and would count as unexpected output there.
+    await until(() => server.output().includes('Inspector:'), 10_000);
   }, START_TIMEOUT_MS);
   afterAll(() => stopServeProcess(server));
 
