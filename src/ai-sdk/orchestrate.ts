@@ -42,7 +42,7 @@ import type { OrchestrationEvent, ToolDenial } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
 import { toAIState } from '../core/state.js';
-import { decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
+import { type BudgetStatus, decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { Turn } from '../orchestration/turn.js';
@@ -62,6 +62,11 @@ export interface StepInfo {
   /** `required` when the model must call one of `allowedTools` (a `requireSequence` step). */
   readonly toolChoice: 'auto' | 'none' | 'required';
   readonly state: AIOrchestrationState;
+  /** Shadow mode: nothing is enforced; `wouldOffer` is what enforcement would have offered. */
+  readonly shadow: boolean;
+  readonly wouldOffer?: readonly string[];
+  /** A spent token budget: no tool is offered, and the model is told to answer. */
+  readonly budget?: BudgetStatus;
 }
 
 /** The `sequence-incomplete` event: the turn ended with the active step's sequence unfinished. */
@@ -519,6 +524,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       allowedTools: offeredNow,
       toolChoice: offeredNow.length === 0 ? 'none' : decision.toolChoice,
       state: toAIState(state),
+      shadow: decision.shadow,
+      ...(decision.wouldOffer === undefined ? {} : { wouldOffer: decision.wouldOffer }),
+      ...(decision.budget === undefined ? {} : { budget: decision.budget }),
     };
     if (options.onStep) {
       try {
@@ -532,7 +540,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (appInstructions !== undefined) carriedInstructions = appInstructions;
     const base = carriedInstructions ?? options.instructions ?? step.initialInstructions;
     // With no steps there is nothing to tell the model: leave the instructions alone.
-    const instructions = plan.steps.length === 0 ? base : withOrchestration(base, last, activeStep?.instructions);
+    // No steps: nothing to say. Shadow mode: the model must behave as it would without the
+    // template, or the rollout would change what it observes.
+    const instructions =
+      plan.steps.length === 0 || last.shadow ? base : withOrchestration(base, last, activeStep?.instructions);
     const { system: _system, ...rest } = app ?? {};
     const result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> = {
       ...rest,
@@ -718,11 +729,19 @@ function withOrchestration(
     );
     if (seq.expected && !seq.blocked) lines.push(`Next required tool: ${seq.expected.join(' or ')}`);
   }
-  lines.push(
-    info.allowedTools.length
-      ? `Allowed tools now: ${info.allowedTools.join(', ')}`
-      : 'No tools are available in this step: answer directly.',
-  );
+  const budget = info.budget;
+  if (budget !== undefined && !info.shadow) {
+    const whose = budget.scope === 'session' ? 'this conversation' : `step "${budget.step}"`;
+    lines.push(
+      `The token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens): answer now, briefly, without tools, and say that the budget is spent.`,
+    );
+  } else {
+    lines.push(
+      info.allowedTools.length
+        ? `Allowed tools now: ${info.allowedTools.join(', ')}`
+        : 'No tools are available in this step: answer directly.',
+    );
+  }
   const block = lines.join('\n');
   if (base === undefined) return block;
   if (typeof base === 'string') return `${base}\n\n${block}`;

@@ -219,6 +219,7 @@ describe('stepLine', () => {
     activeStep: 'ResearchMode',
     stepDescription: undefined,
     sequence: undefined,
+    shadow: false,
     allowedTools: ['search'],
     toolChoice: 'auto',
     state: {

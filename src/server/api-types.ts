@@ -90,6 +90,13 @@ export interface OrchestrationSnapshot {
   /** True on the part sent after the turn ended (the state then is final). */
   final: boolean;
   /**
+   * Shadow mode (the template's or the active step's `shadow`): every tool is offered and
+   * nothing is enforced; `wouldOffer` lists what enforcement would have offered.
+   */
+  shadow?: { wouldOffer: string[] };
+  /** A spent token budget: no tool is offered (reported only, in shadow mode). */
+  budget?: { scope: 'session' | 'step'; step: string | null; limit: number; used: number };
+  /**
    * On the final part only, when the turn ended with the active step's sequence unfinished (the
    * model answered first, or the turn waits for a person's approval).
    */

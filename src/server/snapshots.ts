@@ -31,6 +31,8 @@ export function stepSnapshot(agentId: string, info: StepInfo): OrchestrationSnap
     recentlyUsedTools: [...info.state.recentlyUsedTools],
     tokenUsage: { ...info.state.cumulativeTokenUsage },
     final: false,
+    ...(info.shadow ? { shadow: { wouldOffer: [...(info.wouldOffer ?? [])] } } : {}),
+    ...(info.budget ? { budget: { ...info.budget, step: info.budget.step ?? null } } : {}),
   };
 }
 

@@ -12,6 +12,8 @@ export interface LiveTool {
   allowed: boolean;
   /** Why a blocked tool is blocked; null until the server has explained this state. */
   reason: ToolStatus['reason'] | null;
+  /** Shadow mode: offered because nothing is enforced, but enforcement would have blocked it. */
+  wouldBlock: boolean;
 }
 
 /** Shown for a blocked tool whose reason the server has not given for this state (yet). */
@@ -43,6 +45,7 @@ export function liveTools(
 ): LiveTool[] | null {
   if (!snapshot) return null;
   const offered = new Set(snapshot.allowedTools);
+  const enforced = snapshot.shadow ? new Set(snapshot.shadow.wouldOffer) : undefined;
   const reasons = new Map((explained ?? []).map((status) => [status.tool, status.reason]));
   // The explanation also lists tools the orchestration names but the agent lacks.
   const names = [
@@ -51,6 +54,7 @@ export function liveTools(
   ];
   return names.map((tool) => {
     const allowed = offered.has(tool);
-    return { tool, allowed, reason: allowed ? undefined : (reasons.get(tool) ?? null) };
+    const wouldBlock = allowed && enforced !== undefined && !enforced.has(tool);
+    return { tool, allowed, reason: allowed ? undefined : (reasons.get(tool) ?? null), wouldBlock };
   });
 }

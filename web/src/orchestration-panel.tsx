@@ -40,6 +40,19 @@ export function OrchestrationPanel({
             <span className="field-label">Active step</span>
             <strong>{activeStep ?? (snapshot ? 'none (every tool allowed)' : 'none yet')}</strong>
             {snapshot?.stepDescription && <p className="muted step-description">{snapshot.stepDescription}</p>}
+            {snapshot?.shadow && (
+              <p className="muted" data-testid="shadow-mode">
+                Shadow mode: nothing is enforced; decisions are only reported.
+              </p>
+            )}
+            {snapshot?.budget && (
+              <p className="error-text" data-testid="budget-spent" role="status">
+                Token budget{' '}
+                {snapshot.budget.scope === 'session' ? 'of the session' : `of step ${snapshot.budget.step}`} spent (
+                {snapshot.budget.used.toLocaleString()} of {snapshot.budget.limit.toLocaleString()}): no tool is
+                offered.
+              </p>
+            )}
           </div>
 
           <section className="subpanel" aria-labelledby="graph-title">

@@ -22,7 +22,7 @@ export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agen
   }
   return (
     <ul className="tool-list" data-testid="tool-list">
-      {tools.map(({ tool, allowed, reason }) => (
+      {tools.map(({ tool, allowed, reason, wouldBlock }) => (
         <li
           key={tool}
           className={`tool-status ${allowed ? 'is-allowed' : 'is-blocked'}`}
@@ -32,6 +32,11 @@ export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agen
         >
           <span className="tool-name">{tool}</span>
           <span className={`badge ${allowed ? 'badge-done' : 'badge-blocked'}`}>{allowed ? 'allowed' : 'blocked'}</span>
+          {wouldBlock && (
+            <span className="tool-reason" data-testid="tool-would-block">
+              would have blocked (shadow mode)
+            </span>
+          )}
           {!allowed && (
             <span className="tool-reason" data-testid="tool-reason" data-code={reason?.code ?? 'pending'}>
               {reason?.message ?? NOT_OFFERED}
