@@ -94,6 +94,7 @@ export {
   MAX_RUNNING_CALLS,
   runningTools,
   type StepDecision,
+  type ToolCallRequest,
   type ToolDecision,
   type TransitionAllResult,
   type TransitionContext,

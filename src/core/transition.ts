@@ -323,6 +323,20 @@ export function transitionAll(
   return { state: current, events: events ?? NO_EVENTS, decisions };
 }
 
+/** A tool call to decide: what `tool-requested` carries. */
+export interface ToolCallRequest {
+  readonly tool: string;
+  readonly toolCallId: string;
+  readonly agentTools: readonly string[];
+  /** The tools the model was shown for the step that produced the call, when known. */
+  readonly offered?: readonly string[] | undefined;
+}
+
+/** A refusal of `call` for `reason`, with what the model may call instead. */
+function refusal(call: ToolCallRequest, reason: ToolDenial, allowedTools: readonly string[]): ToolDecision {
+  return { type: 'tool', tool: call.tool, toolCallId: call.toolCallId, allowed: false, reason, allowedTools };
+}
+
 /**
  * Decides a tool call without changing anything: what `tool-requested` would answer. For
  * checks that must not reserve (an approval prompt shown to a person before the call runs).
@@ -330,23 +344,11 @@ export function transitionAll(
 export function decideToolCall(
   plan: OrchestrationPlan,
   state: OrchestrationState,
-  call: {
-    readonly tool: string;
-    readonly toolCallId: string;
-    readonly agentTools: readonly string[];
-    readonly offered?: readonly string[] | undefined;
-  },
+  call: ToolCallRequest,
   context: TransitionContext,
 ): ToolDecision {
   const { tool, toolCallId, agentTools } = call;
-  const deny = (reason: ToolDenial, allowed: readonly string[]): ToolDecision => ({
-    type: 'tool',
-    tool,
-    toolCallId,
-    allowed: false,
-    reason,
-    allowedTools: allowed,
-  });
+  const deny = (reason: ToolDenial, allowed: readonly string[]) => refusal(call, reason, allowed);
   if (hasSeen(state, toolCallId)) {
     return deny(
       {
@@ -383,24 +385,12 @@ export function decideToolCall(
 function policyDecision(
   plan: OrchestrationPlan,
   state: OrchestrationState,
-  call: {
-    readonly tool: string;
-    readonly toolCallId: string;
-    readonly agentTools: readonly string[];
-    readonly offered?: readonly string[] | undefined;
-  },
+  call: ToolCallRequest,
   context: TransitionContext,
   running: readonly string[],
 ): ToolDecision {
   const { tool, toolCallId, agentTools } = call;
-  const deny = (reason: ToolDenial, allowed: readonly string[]): ToolDecision => ({
-    type: 'tool',
-    tool,
-    toolCallId,
-    allowed: false,
-    reason,
-    allowedTools: allowed,
-  });
+  const deny = (reason: ToolDenial, allowed: readonly string[]) => refusal(call, reason, allowed);
   if (!agentTools.includes(tool)) {
     return deny(
       { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` },
