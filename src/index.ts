@@ -89,11 +89,15 @@ export {
   TemplateIssueCode,
 } from './core/template-issues.js';
 export {
+  type BudgetStatus,
+  budgetOf,
   DEFAULT_LEASE_MS,
   decideToolCall,
   MAX_RUNNING_CALLS,
   runningTools,
   type StepDecision,
+  settledState,
+  shadowOf,
   type ToolCallRequest,
   type ToolDecision,
   type TransitionAllResult,
