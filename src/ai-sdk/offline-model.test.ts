@@ -369,6 +369,26 @@ describe('the offline model as a v4 provider', () => {
     expect(generated.finishReason).toEqual({ unified: 'stop', raw: 'stop' });
   });
 
+  it('lets the event loop turn between model steps, as a network model does, so a busy server still polls I/O', async () => {
+    // Counts event loop turns: one tick per check phase, as long as the turn runs.
+    let turns = 0;
+    let running = true;
+    const tick = () => {
+      turns++;
+      if (running) setImmediate(tick);
+    };
+    const { tools } = recordingTools();
+    setImmediate(tick);
+    turns = 0;
+    const result = streamText({ model: createOfflineModel(), tools, prompt: EV, stopWhen: isStepCount(10) });
+    await result.consumeStream();
+    running = false;
+    // Four model steps (three tool calls and the answer); before, the whole turn ran in one
+    // run of promise callbacks, without a single turn of the loop.
+    expect((await result.steps).length).toBe(4);
+    expect(turns).toBeGreaterThanOrEqual(4);
+  });
+
   it('delays each chunk by delayMs and stops when aborted', async () => {
     const model = createOfflineModel({ delayMs: 20 });
     const started = performance.now();
