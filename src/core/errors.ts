@@ -7,7 +7,7 @@ const BATON_ERROR_MARKER = Symbol.for('baton.error');
 
 /**
  * Every code a {@link BatonError} can carry, in one union so that each layer (the library, the
- * HTTP server, the CLI) names faults the same way and `baton/server` can map every one of them
+ * HTTP server, the CLI) names faults the same way and `baton-agents/server` can map every one of them
  * to exactly one HTTP status (its table is typed by this union, so a new code cannot be
  * forgotten there).
  */
