@@ -17,6 +17,7 @@ import type { CreateAgentOptions } from '../agents/create-agent.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { StoreSpec } from '../stores/resolve-store.js';
+import { eventLoopPacer } from './event-loop.js';
 import { errorResponse, HttpError } from './http-errors.js';
 import { apiKeyAuth, bodySizeLimit, corsFor, requestLog } from './middleware.js';
 import { agentRoutes } from './routes/agents.js';
@@ -64,8 +65,13 @@ export interface CreateAppOptions {
    * {@link DEFAULT_MAX_MESSAGE_CHARS}); more is refused with `413 message-too-large`.
    */
   maxMessageChars?: number;
-  /** Chat turns that run at once in this process (default {@link DEFAULT_MAX_TURNS}). */
+  /** Most chat turns that run at once in this process (default {@link DEFAULT_MAX_TURNS}). */
   maxTurns?: number;
+  /**
+   * Chat turns that run at once whatever the load (default {@link DEFAULT_MIN_TURNS}); between
+   * this and `maxTurns`, a turn starts only while the event loop has time to spare.
+   */
+  minTurns?: number;
   /**
    * Chat turns that wait for a slot, in arrival order (default {@link DEFAULT_MAX_QUEUED_TURNS});
    * more are refused with `503 server-busy` and `Retry-After`.
@@ -100,10 +106,16 @@ export const DEFAULT_MAX_MESSAGES = 1000;
  */
 export const DEFAULT_MAX_MESSAGE_CHARS = 32_000;
 /**
- * Default chat turns in flight per process. A turn with a remote model mostly waits, so many
- * can run at once; a CPU-bound model (the offline one) is fairer with a few per core.
+ * Default most chat turns in flight per process. A turn with a remote model mostly waits on the
+ * network, so many can run at once; how many actually do follows the CPU (see {@link DEFAULT_MIN_TURNS}).
  */
-export const DEFAULT_MAX_TURNS = 64;
+export const DEFAULT_MAX_TURNS = 256;
+/**
+ * Default chat turns that run whatever the load. Beyond them a turn starts only while the event
+ * loop comes round within 20 ms, one more per loop (see `eventLoopPacer`): a CPU-bound model (the
+ * offline one) then runs a few turns at a time, each at full speed, instead of all at a crawl.
+ */
+export const DEFAULT_MIN_TURNS = 4;
 /** Default chat turns waiting for a slot per process. */
 export const DEFAULT_MAX_QUEUED_TURNS = 1024;
 
@@ -126,9 +138,12 @@ export function createApp(options: CreateAppOptions): BatonApp {
     ...(options.tools ? { tools: options.tools } : {}),
     ...(options.env ? { env: options.env } : {}),
   });
+  const maxTurns = options.maxTurns ?? DEFAULT_MAX_TURNS;
   const limiter = createTurnLimiter({
-    maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
+    maxTurns,
     maxQueued: options.maxQueuedTurns ?? DEFAULT_MAX_QUEUED_TURNS,
+    minTurns: options.minTurns ?? Math.min(maxTurns, DEFAULT_MIN_TURNS),
+    pacer: eventLoopPacer(),
   });
 
   const app = new Hono();

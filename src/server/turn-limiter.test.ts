@@ -3,12 +3,14 @@
  * at once with `503 server-busy` and `Retry-After`, and a client that leaves the queue frees
  * its place.
  */
+import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { type Logger, pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunksOf, errorOf, postJson, userMessage } from '../../test/helpers/chat-requests.js';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
 import { loadTemplate } from '../templates/load-template.js';
 import { type BatonApp, createApp } from './create-app.js';
+import { eventLoopPacer, nextEventLoopTurn } from './event-loop.js';
 import { HttpError } from './http-errors.js';
 import { createTurnLimiter } from './turn-limiter.js';
 
@@ -66,6 +68,75 @@ describe('createTurnLimiter', () => {
   });
 });
 
+describe('turns beyond minTurns', () => {
+  /** A pacer that admits while `open` is true, and can be told that this changed. */
+  function manualPacer() {
+    let wake: () => void = () => undefined;
+    const pacer = {
+      open: false,
+      asked: 0,
+      admit() {
+        pacer.asked++;
+        return pacer.open;
+      },
+      onChange(callback: () => void) {
+        wake = callback;
+      },
+    };
+    const reopen = () => {
+      pacer.open = true;
+      wake();
+    };
+    return { pacer, reopen };
+  }
+
+  it('start only when the pacer admits them, and waiting ones start when it changes its mind', async () => {
+    const { pacer, reopen } = manualPacer();
+    const limiter = createTurnLimiter({ maxTurns: 4, maxQueued: 10, minTurns: 1, pacer });
+    const first = await limiter.acquire();
+    expect(pacer.asked).toBe(0); // within minTurns the pacer is not asked
+    const second = limiter.acquire();
+    const third = limiter.acquire();
+    await Promise.resolve();
+    expect({ running: limiter.running, queued: limiter.queued }).toEqual({ running: 1, queued: 2 });
+    reopen();
+    await Promise.all([second, third]);
+    expect({ running: limiter.running, queued: limiter.queued }).toEqual({ running: 3, queued: 0 });
+    first();
+  });
+
+  it('never exceed maxTurns, whatever the pacer says', async () => {
+    const { pacer } = manualPacer();
+    pacer.open = true;
+    const limiter = createTurnLimiter({ maxTurns: 2, maxQueued: 5, minTurns: 1, pacer });
+    await limiter.acquire();
+    await limiter.acquire();
+    void limiter.acquire();
+    await Promise.resolve();
+    expect({ running: limiter.running, queued: limiter.queued }).toEqual({ running: 2, queued: 1 });
+  });
+});
+
+describe('eventLoopPacer', () => {
+  it('admits one more turn per turn of the event loop, and none while the loop is held up', async () => {
+    const pacer = eventLoopPacer({ maxDelayMs: 20 });
+    let wakes = 0;
+    pacer.onChange(() => wakes++);
+    expect(pacer.admit()).toBe(true);
+    expect(pacer.admit()).toBe(false); // the same turn of the loop
+    await nextEventLoopTurn();
+    expect(wakes).toBe(1);
+    expect(pacer.admit()).toBe(true);
+    // Something keeps the loop busy for 60 ms: no more turns until it comes round quickly again.
+    const until = performance.now() + 60;
+    while (performance.now() < until) {}
+    await nextEventLoopTurn();
+    expect(pacer.admit()).toBe(false);
+    await nextEventLoopTurn();
+    expect(pacer.admit()).toBe(true);
+  });
+});
+
 describe('the chat route under load', () => {
   const apps: BatonApp[] = [];
   afterEach(async () => {
@@ -108,6 +179,28 @@ describe('the chat route under load', () => {
     expect(finished).toEqual([]);
     expect(await Promise.all([running, queued])).toEqual([200, 200]);
     expect(finished).toEqual(['running', 'queued']);
+  });
+
+  it('runs many turns at once when they wait on their model (as on a remote one), not just minTurns', async () => {
+    // Each chunk of this model waits on a timer, as a remote model's chunks wait on the network.
+    const offline = createOfflineModel({ delayMs: 2 });
+    let streaming = 0;
+    let most = 0;
+    const model: LanguageModelV4 = {
+      ...offline,
+      doStream: async (call) => {
+        const result = await offline.doStream(call);
+        streaming++;
+        most = Math.max(most, streaming);
+        const counted = result.stream.pipeThrough(new TransformStream({ flush: () => void streaming-- }));
+        return { ...result, stream: counted };
+      },
+    };
+    const app = createApp({ agents: [{ template: reasoner, model }], webRoot: false, minTurns: 2 });
+    apps.push(app);
+    const responses = await Promise.all(Array.from({ length: 12 }, () => chat(app)));
+    await Promise.all(responses.map((response) => chunksOf(response)));
+    expect(most).toBeGreaterThan(6);
   });
 
   it('frees the place of a client that disconnects while its turn waits, and logs no fault for it', async () => {

@@ -10,6 +10,7 @@ import { toAIState } from '../../core/state.js';
 import type { OrchestrationSnapshot } from '../api-types.js';
 import { checkHistory, type LooseMessage } from '../chat-history.js';
 import { chatResponse } from '../chat-stream.js';
+import { nextEventLoopTurn } from '../event-loop.js';
 import { HttpError, messagePath } from '../http-errors.js';
 import { SESSION_HEADER } from '../middleware.js';
 import { parseChatBody, parseJsonBody } from '../request-schemas.js';
@@ -57,6 +58,8 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
             abortSignal: signal,
             onStep: (info) => {
               steps.push(stepSnapshot(agentId, info));
+              // Each model step starts in a later turn of the event loop; see event-loop.ts.
+              return nextEventLoopTurn();
             },
             stream: {
               initialState: toAIState(turn.state),
