@@ -78,9 +78,10 @@ export function serveCommand(context: CliContext): Command {
       ).argParser(integer('--max-message-chars', 1)),
     )
     .addOption(
-      new Option('--max-turns <n>', 'chat turns that run at once; more wait in a queue (default 64)').argParser(
-        integer('--max-turns', 1),
-      ),
+      new Option(
+        '--max-turns <n>',
+        'most chat turns that run at once (default 256; beyond 4, only while the CPU has time to spare); more wait in a queue',
+      ).argParser(integer('--max-turns', 1)),
     )
     .addOption(
       new Option(
