@@ -197,6 +197,8 @@ interface ChatRun {
   seconds: number;
   requestsPerSecond: number;
   cpuMsPerRequest: number | undefined;
+  /** CPU of this process (autocannon and the checks) per request: it shares the machine's cores. */
+  clientCpuMsPerRequest: number;
   responses: number;
   ok: number;
   incomplete: number;
@@ -206,7 +208,7 @@ interface ChatRun {
 }
 
 async function chatRun(target: Target, runDuration = duration): Promise<ChatRun> {
-  const run: Omit<ChatRun, 'result' | 'seconds' | 'requestsPerSecond' | 'cpuMsPerRequest'> = {
+  const run: Omit<ChatRun, 'result' | 'seconds' | 'requestsPerSecond' | 'cpuMsPerRequest' | 'clientCpuMsPerRequest'> = {
     target: target.name,
     responses: 0,
     ok: 0,
@@ -216,6 +218,7 @@ async function chatRun(target: Target, runDuration = duration): Promise<ChatRun>
     bodyBytes: 0,
   };
   const before = treeCpuMs(target.server.child.pid);
+  const clientBefore = process.cpuUsage();
   const result = await autocannon({
     url: `${target.server.url}/api/chat/${AGENT}`,
     connections,
@@ -244,12 +247,21 @@ async function chatRun(target: Target, runDuration = duration): Promise<ChatRun>
     ],
   });
   const after = treeCpuMs(target.server.child.pid);
+  const client = process.cpuUsage(clientBefore);
+  const clientCpuMsPerRequest = (client.user + client.system) / 1000 / Math.max(1, result.requests.total);
   const seconds = (result.finish.getTime() - result.start.getTime()) / 1000;
   const cpuMsPerRequest =
     before === undefined || after === undefined || result.requests.total === 0
       ? undefined
       : (after - before) / result.requests.total;
-  return { ...run, result, seconds, requestsPerSecond: result.requests.total / seconds, cpuMsPerRequest };
+  return {
+    ...run,
+    result,
+    seconds,
+    requestsPerSecond: result.requests.total / seconds,
+    cpuMsPerRequest,
+    clientCpuMsPerRequest,
+  };
 }
 
 function failedRun(run: ChatRun): boolean {
@@ -268,7 +280,10 @@ function describeRun(title: string, run: ChatRun): string {
   const cpu =
     run.cpuMsPerRequest === undefined
       ? []
-      : [`  server CPU per request: ${run.cpuMsPerRequest.toFixed(run.cpuMsPerRequest < 1 ? 3 : 1)} ms`];
+      : [
+          `  server CPU per request: ${run.cpuMsPerRequest.toFixed(run.cpuMsPerRequest < 1 ? 3 : 1)} ms` +
+            ` (load-test client: ${run.clientCpuMsPerRequest.toFixed(1)} ms)`,
+        ];
   const lines = [
     title,
     `  requests: ${result.requests.total} in ${run.seconds.toFixed(1)} s = ${run.requestsPerSecond.toFixed(1)} req/s`,
