@@ -34,7 +34,6 @@ const messages: { role: string; content: string }[] = [];
 for (const [turn, { user, calls }] of script.entries()) {
   messages.push({ role: 'user', content: user });
   console.log(color('cyan', `Turn ${turn + 1}, user: "${user}"`));
-  const callNumber = 0;
   for (const tool of calls) {
     const allowed = await manager.getAllowedTools(template, messages, sessionId, template.tools);
     const state = await manager.getState(sessionId);

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { createOrchestrationManager, type OrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { postgresStore } from '../src/stores/postgres.js';
