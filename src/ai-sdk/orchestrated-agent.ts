@@ -12,9 +12,11 @@
  * callbacks as the call's own.
  */
 import {
+  type GenerateTextEndEvent,
   type GenerateTextResult,
   type ModelMessage,
   type OutputInterface,
+  type StepResult,
   type StreamTextResult,
   ToolLoopAgent,
   type ToolLoopAgentSettings,
@@ -25,6 +27,7 @@ import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
 import { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import {
+  type CallStart,
   type Orchestration,
   OrchestrationWiringError,
   orchestrate,
@@ -168,18 +171,7 @@ export class OrchestratedAgent<
       const result = await super.generate({
         ...rest,
         messages,
-        onStart: async (event) => {
-          await slot.orchestration?.onStart(event);
-          await parameters.onStart?.(event);
-        },
-        onStepEnd: async (step) => {
-          await slot.orchestration?.onStepEnd(step);
-          await parameters.onStepEnd?.(step);
-        },
-        onEnd: async (event) => {
-          await slot.orchestration?.onEnd(event);
-          await parameters.onEnd?.(event);
-        },
+        ...composedCallbacks(slot, parameters),
       });
       return Object.assign(result, { orchestration: orchestrationOf(slot) });
     } finally {
@@ -202,19 +194,8 @@ export class OrchestratedAgent<
     const result = await super.stream({
       ...rest,
       messages,
-      onStart: async (event) => {
-        await slot.orchestration?.onStart(event);
-        await parameters.onStart?.(event);
-      },
-      onStepEnd: async (step) => {
-        await slot.orchestration?.onStepEnd(step);
-        await parameters.onStepEnd?.(step);
-      },
-      // streamText calls onEnd after an error too.
-      onEnd: async (event) => {
-        await slot.orchestration?.onEnd(event);
-        await parameters.onEnd?.(event);
-      },
+      // streamText calls onEnd after an error too, so the turn ends there either way.
+      ...composedCallbacks(slot, parameters),
     });
     return Object.assign(result, { orchestration: orchestrationOf(slot) });
   }
@@ -247,6 +228,40 @@ function startCall<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext
   const slot: CallSlot<TOOLS, RUNTIME_CONTEXT> = {};
   slots.set(messages, slot as CallSlot<ToolSet, RuntimeContext>);
   return { slot, messages };
+}
+
+/**
+ * The call's `onStart`, `onStepEnd` and `onEnd`: the orchestration's first (it must see every
+ * step before the app does), then the caller's own.
+ */
+function composedCallbacks<
+  TOOLS extends ToolSet,
+  RUNTIME_CONTEXT extends RuntimeContext,
+  START extends CallStart,
+  STEP extends StepResult<TOOLS, RUNTIME_CONTEXT>,
+  END extends GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>,
+>(
+  slot: CallSlot<TOOLS, RUNTIME_CONTEXT>,
+  own: {
+    onStart?: ((event: START) => unknown) | undefined;
+    onStepEnd?: ((step: STEP) => unknown) | undefined;
+    onEnd?: ((event: END) => unknown) | undefined;
+  },
+) {
+  return {
+    onStart: async (event: START) => {
+      await slot.orchestration?.onStart(event);
+      await own.onStart?.(event);
+    },
+    onStepEnd: async (step: STEP) => {
+      await slot.orchestration?.onStepEnd(step);
+      await own.onStepEnd?.(step);
+    },
+    onEnd: async (event: END) => {
+      await slot.orchestration?.onEnd(event);
+      await own.onEnd?.(event);
+    },
+  };
 }
 
 function orchestrationOf<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext>(
