@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import type { UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OrchestrationSnapshot, SessionResponse } from '../src/server/api-types.js';
+import { COGNITIVE_MODES } from './helpers/cognitive-modes.js';
 import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
 
@@ -151,25 +152,8 @@ function workersOf(server: ServeProcess, sessionId: string): number[] {
     .map((entry) => entry.worker ?? 0);
 }
 
-/** User messages and the mode, and so the tool sequence, each one selects. */
-const MODES = [
-  {
-    text: 'How many electric vehicles will be on the road by 2030?',
-    step: 'ResearchMode',
-    tools: ['search', 'think', 'reflect'],
-  },
-  {
-    text: 'How can we solve traffic jams in cities?',
-    step: 'ProblemSolvingMode',
-    tools: ['think', 'brainstorm', 'compare'],
-  },
-  {
-    text: 'Please critique my plan to learn Rust in a week.',
-    step: 'EvaluationMode',
-    tools: ['critique', 'debate', 'reflect'],
-  },
-  { text: 'Compare trains versus planes for Europe.', step: 'ComparisonMode', tools: ['search', 'compare', 'reflect'] },
-] as const;
+/** The first four modes of the cognitive reasoner: the turns cycle through them. */
+const MODES = [COGNITIVE_MODES[0], COGNITIVE_MODES[1], COGNITIVE_MODES[2], COGNITIVE_MODES[3]] as const;
 
 const stores: [string, string | false, () => string, (() => Promise<void>) | undefined][] = [
   ['SQLite', false, () => `sqlite:${join(scratch, 'state.db')}`, undefined],

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HISTORY_LIMIT } from '../src/core/state.js';
 import type { ApiErrorBody, OrchestrationSnapshot, SessionResponse } from '../src/server/api-types.js';
 import { redisSessionKey } from '../src/stores/redis.js';
+import { COGNITIVE_MODES } from './helpers/cognitive-modes.js';
 import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
 
@@ -103,31 +104,7 @@ function isInterleaving(a: readonly string[], b: readonly string[], merged: read
   return reachable[b.length]!;
 }
 
-/** User messages and the mode, and so the tool sequence, each one selects. */
-const MODES = [
-  {
-    text: 'How many electric vehicles will be on the road by 2030?',
-    step: 'ResearchMode',
-    tools: ['search', 'think', 'reflect'],
-  },
-  {
-    text: 'How can we solve traffic jams in cities?',
-    step: 'ProblemSolvingMode',
-    tools: ['think', 'brainstorm', 'compare'],
-  },
-  {
-    text: 'Please critique my plan to learn Rust in a week.',
-    step: 'EvaluationMode',
-    tools: ['critique', 'debate', 'reflect'],
-  },
-  { text: 'Compare trains versus planes for Europe.', step: 'ComparisonMode', tools: ['search', 'compare', 'reflect'] },
-  {
-    text: 'Give me some ideas for a birthday party.',
-    step: 'IdeationMode',
-    tools: ['think', 'brainstorm', 'critique'],
-  },
-  { text: 'Should we debate whether remote work helps?', step: 'DebateMode', tools: ['search', 'debate', 'reflect'] },
-] as const;
+const MODES = COGNITIVE_MODES;
 
 describe.skipIf(redisSkip)('two server processes sharing one Redis store', () => {
   // A namespace of this run's own: ioredis takes `keyPrefix` from the URL's query, and the
