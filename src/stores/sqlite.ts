@@ -315,27 +315,49 @@ function openDatabase(
   } catch (error) {
     throw unavailable(`cannot open the database file ${path}: ${(error as Error).message}`, error);
   }
-  try {
-    // Opening happens once, at startup, so SQLite may block for the whole timeout here.
-    db.exec(`PRAGMA busy_timeout = ${Math.ceil(busyTimeoutMs)}`);
-    const mode = db.prepare('PRAGMA journal_mode = WAL').get()?.journal_mode;
-    if (!inMemory && mode !== 'wal') {
-      throw new Error(`SQLite refused write-ahead logging (journal mode is ${String(mode)})`);
+  // Opening happens once, at startup, so it may block for the whole timeout. SQLite answers
+  // "database is locked" at once, without its busy handler, while another connection switches
+  // a new file to WAL or migrates it (several `baton serve --workers` starting together): such
+  // answers are retried until the timeout, like any other lock.
+  const deadline = performance.now() + busyTimeoutMs;
+  for (;;) {
+    try {
+      return prepareDatabase(db, table, path, inMemory, busyTimeoutMs, synchronous);
+    } catch (error) {
+      if (isSqliteError(error) && isBusy(error) && performance.now() < deadline) {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        continue;
+      }
+      db.close();
+      if (BatonError.isInstance(error)) throw error;
+      throw unavailable(`cannot open the database ${path}: ${(error as Error).message}`, error);
     }
-    // synchronous=NORMAL in WAL mode: COMMIT returns once the transaction is written to the
-    // WAL file, i.e. handed to the OS, which keeps it even if this process is killed the next
-    // instant (test/sqlite-crash.test.ts kills writers with SIGKILL to prove it). Only a power
-    // loss or OS crash can drop the last commits, and even then the database stays consistent.
-    // FULL adds an fsync per commit, which costs an order of magnitude in write rate.
-    db.exec(`PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
-    migrate(db, table, path);
-    db.exec(`PRAGMA busy_timeout = ${Math.min(Math.ceil(busyTimeoutMs), BLOCKING_BUSY_SLICE_MS)}`);
-    return db;
-  } catch (error) {
-    db.close();
-    if (BatonError.isInstance(error)) throw error;
-    throw unavailable(`cannot open the database ${path}: ${(error as Error).message}`, error);
   }
+}
+
+/** Sets the pragmas and brings the schema up to date. */
+function prepareDatabase(
+  db: DatabaseSync,
+  table: string,
+  path: string,
+  inMemory: boolean,
+  busyTimeoutMs: number,
+  synchronous: 'normal' | 'full',
+): DatabaseSync {
+  db.exec(`PRAGMA busy_timeout = ${Math.ceil(busyTimeoutMs)}`);
+  const mode = db.prepare('PRAGMA journal_mode = WAL').get()?.journal_mode;
+  if (!inMemory && mode !== 'wal') {
+    throw new Error(`SQLite refused write-ahead logging (journal mode is ${String(mode)})`);
+  }
+  // synchronous=NORMAL in WAL mode: COMMIT returns once the transaction is written to the
+  // WAL file, i.e. handed to the OS, which keeps it even if this process is killed the next
+  // instant (test/sqlite-crash.test.ts kills writers with SIGKILL to prove it). Only a power
+  // loss or OS crash can drop the last commits, and even then the database stays consistent.
+  // FULL adds an fsync per commit, which costs an order of magnitude in write rate.
+  db.exec(`PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+  migrate(db, table, path);
+  db.exec(`PRAGMA busy_timeout = ${Math.min(Math.ceil(busyTimeoutMs), BLOCKING_BUSY_SLICE_MS)}`);
+  return db;
 }
 
 /** Applies the missing migrations of `table` in one transaction, recording the version. */
