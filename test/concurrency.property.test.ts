@@ -14,7 +14,8 @@
  *   (nothing allowed is lost), with the same active step and sequence position.
  *
  * It runs on all four stores; on the durable ones, the turns alternate between two store
- * instances, as two processes would (separate caches and queues, racing compare-and-set).
+ * instances, as two processes would (separate caches and queues, racing compare-and-set). On
+ * memory and SQLite the managers also keep an event log, which must read as one story.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -56,7 +57,8 @@ const property = (managers: () => readonly OrchestrationManager[], numRuns: numb
 
 describe('concurrent turns on one session: executions equal a serial run of reservations', () => {
   it('memory store', async () => {
-    const manager = createOrchestrationManager({ store: memoryStore() });
+    // With an event log, which must stay one consistent story under the race (verifyEventLog).
+    const manager = createOrchestrationManager({ store: memoryStore(), eventLog: 1000 });
     await property(() => [manager], 300);
     await manager.close();
   }, 120_000);
@@ -67,7 +69,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
     it('holds', async () => {
       const path = join(dir, 'sessions.db');
       const stores: SessionStore[] = [sqliteStore({ path }), sqliteStore({ path })];
-      const managers = stores.map((store) => createOrchestrationManager({ store }));
+      const managers = stores.map((store) => createOrchestrationManager({ store, eventLog: 1000 }));
       await property(() => managers, 60);
       for (const store of stores) await store.close();
     }, 180_000);

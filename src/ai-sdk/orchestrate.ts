@@ -329,7 +329,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     ).state;
   };
   const rejected = (tool: string, toolCallId: string, decision: Extract<ToolDecision, { allowed: false }>) => {
-    manager.emit({
+    turn.observe({
       type: 'tool-rejected',
       sessionId,
       tool,
@@ -351,7 +351,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       const reason: ToolDenial = known
         ? { code: 'not-offered', offered, message: `"${call.toolName}" was not offered for this model step` }
         : { code: 'no-such-tool', message: `"${call.toolName}" is not one of the agent's tools` };
-      manager.emit({
+      turn.observe({
         type: 'tool-rejected',
         sessionId,
         tool: call.toolName,

@@ -5,7 +5,7 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
+import { DEFAULT_EVENT_LOG, DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
 import type { CliContext } from './program.js';
 import {
   DEFAULT_HEADERS_TIMEOUT_MS,
@@ -91,6 +91,14 @@ export function serveCommand(context: CliContext): Command {
     )
     .addOption(
       new Option(
+        '--event-log <n>',
+        "decisions kept per session for the inspector's timeline (0: none; ignored with --stateless)",
+      )
+        .argParser(integer('--event-log', 0))
+        .default(DEFAULT_EVENT_LOG),
+    )
+    .addOption(
+      new Option(
         '--workers <n>',
         '"auto" (one per core) or a number: processes serving the same port; more than 1 needs a shared store (sqlite:, redis://, postgres://)',
       )
@@ -156,6 +164,7 @@ export function serveCommand(context: CliContext): Command {
           workers: number;
           maxTurns?: number;
           maxQueuedTurns?: number;
+          eventLog: number;
           offlineDelay: number;
           otel: boolean;
           logLevel: string;
@@ -180,6 +189,7 @@ export function serveCommand(context: CliContext): Command {
           keepAliveTimeoutMs: flags.keepAliveTimeout,
           maxTurns: flags.maxTurns,
           maxQueuedTurns: flags.maxQueuedTurns,
+          eventLog: flags.eventLog,
           offlineDelayMs: flags.offlineDelay,
           otel: flags.otel,
           logLevel: flags.logLevel,

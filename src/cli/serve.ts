@@ -13,7 +13,13 @@ import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
-import { type BatonApp, createApp, type ServedAgent, type StatelessOptions } from '../server/create-app.js';
+import {
+  type BatonApp,
+  createApp,
+  DEFAULT_EVENT_LOG,
+  type ServedAgent,
+  type StatelessOptions,
+} from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseStateKeys } from '../stores/state-token.js';
 import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
@@ -57,6 +63,8 @@ export interface ServeOptions {
   maxTurns?: number | undefined;
   /** Chat turns that wait for a slot (`createApp`'s `maxQueuedTurns`). */
   maxQueuedTurns?: number | undefined;
+  /** Decisions kept per session for timelines (the manager's `eventLog`; default {@link DEFAULT_EVENT_LOG}). */
+  eventLog?: number | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;
   /** Export traces over OTLP/HTTP (`docs/telemetry.md`). */
@@ -149,7 +157,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       throw new ServeSetupError(`BATON_STATE_KEYS: ${error instanceof Error ? error.message : String(error)}`);
     }
   } else {
-    manager = createOrchestrationManager({ store: options.store });
+    manager = createOrchestrationManager({ store: options.store, eventLog: options.eventLog ?? DEFAULT_EVENT_LOG });
     try {
       // Opened now, so a wrong URL or a server that is down stops the start, not the first chat.
       await (await manager.getStateManager().store()).get('baton-startup-check');

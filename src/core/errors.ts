@@ -53,6 +53,8 @@ export type BatonErrorCode =
   | 'method-not-allowed'
   | 'session-of-another-agent'
   | 'session-without-agent'
+  // A feature this server was started without (the session event log in stateless mode).
+  | 'not-available'
   // The server itself.
   | 'server-busy'
   | 'internal-error';

@@ -2,6 +2,7 @@
  * Per-session orchestration state (SPEC section 6): plain JSON, so every store can keep it.
  */
 import { InvalidArgumentError } from './errors.js';
+import { type SessionLog, sessionLogProblem } from './session-log.js';
 
 /** Token usage summed over every model call of a session. */
 export interface TokenUsage {
@@ -55,6 +56,11 @@ export interface OrchestrationState {
    * agent only. Library users may leave it unset.
    */
   agentId?: string;
+  /**
+   * The session's bounded event log, when its manager keeps one (`eventLog`): its latest
+   * decisions, written with the changes they describe (see `src/core/session-log.ts`).
+   */
+  log?: SessionLog;
 }
 
 /** A user message kept in the pending log: its identity and text (for message conditions). */
@@ -129,6 +135,7 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     pending: undefined,
     stepTokens: undefined,
     agentId: undefined,
+    log: undefined,
   };
 }
 
@@ -228,6 +235,10 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
   }
   if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
     fail('pending', 'an array of pending log entries (call, message or used)');
+  }
+  if (s.log !== undefined) {
+    const problem = sessionLogProblem(s.log);
+    if (problem !== undefined) throw new InvalidArgumentError(`${path}.log`, problem);
   }
   return value as OrchestrationState;
 }

@@ -79,7 +79,14 @@ export type TransitionInput =
    * The turn's model loop ended. Changes nothing; emits `sequence-incomplete` when the active
    * step's sequence is unfinished (as far as is known for sure: running calls count as failed).
    */
-  | { readonly type: 'turn-ended'; readonly awaitingApproval?: boolean | undefined };
+  | { readonly type: 'turn-ended'; readonly awaitingApproval?: boolean | undefined }
+  /**
+   * An event a shell decided without the store (a model step decided on the turn's last stored
+   * state, a call the model loop refused before any hook), sent with the next write so that the
+   * session's event log keeps it in its place. Changes nothing and emits nothing: the shell
+   * dispatched it already.
+   */
+  | { readonly type: 'observed'; readonly event: OrchestrationEvent };
 
 /** Everything a transition needs besides the state: the clock, the user message, limits. */
 export interface TransitionContext {
@@ -280,6 +287,8 @@ export function transition(
     }
     case 'usage':
       current = countStepTokens(plan, addTokenUsage(current, input.usage), input.usage.totalTokens, context);
+      break;
+    case 'observed':
       break;
     case 'turn-ended': {
       const incomplete = incompleteSequence(plan, current, input.awaitingApproval === true, context);

@@ -21,6 +21,7 @@ import { InvalidArgumentError } from '../core/errors.js';
 import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import type { OrchestrationStep } from '../core/schema.js';
+import { appendToLog, historyDelta, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
   createState,
@@ -34,6 +35,7 @@ import {
   type TransitionContext,
   type TransitionDecision,
   type TransitionInput,
+  transition,
   transitionAll,
 } from '../core/transition.js';
 import {
@@ -61,6 +63,13 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
    * 120,000 ms), so a process that died mid-call cannot block a session for longer.
    */
   leaseMs?: number;
+  /**
+   * Keep each session's latest `eventLog` decisions (events, each with the session's state right
+   * after it) in its state, for timelines such as the inspector's (default 0: keep none; at most
+   * 1,000). Every write of a session carries its log, so keep it small: 100 costs a few
+   * kilobytes per session.
+   */
+  eventLog?: number;
 }
 
 /** What {@link OrchestrationManager.apply} resolves to. */
@@ -82,6 +91,8 @@ export class OrchestrationManager {
   readonly #compileOptions: CompileOptions;
   /** Lease of a reserved tool call, in milliseconds. */
   readonly leaseMs: number | undefined;
+  /** Most entries of each session's event log (0: the manager keeps none). */
+  readonly eventLog: number;
 
   constructor(options: OrchestrationManagerOptions = {}) {
     this.#states = options.stateManager ?? new OrchestrationStateManager(options);
@@ -89,6 +100,14 @@ export class OrchestrationManager {
       throw new InvalidArgumentError('leaseMs', `expected a positive integer, got ${String(options.leaseMs)}`);
     }
     this.leaseMs = options.leaseMs;
+    const eventLog = options.eventLog ?? 0;
+    if (!(Number.isSafeInteger(eventLog) && eventLog >= 0 && eventLog <= MAX_LOG_CAPACITY)) {
+      throw new InvalidArgumentError(
+        'eventLog',
+        `expected an integer from 0 to ${MAX_LOG_CAPACITY} (entries kept per session), got ${String(options.eventLog)}`,
+      );
+    }
+    this.eventLog = eventLog;
     if (options.onEvent) this.#listeners.add(options.onEvent);
     this.#onError =
       options.onError ??
@@ -126,7 +145,7 @@ export class OrchestrationManager {
   ): Promise<AppliedInputs> {
     try {
       const plan = isPlan(config) ? config : this.plan(config);
-      const run = new PendingApply(plan, inputs, this.transitionContext(message));
+      const run = new PendingApply(plan, inputs, this.transitionContext(message), this.eventLog);
       // The memory store updates synchronously: no promise round trips on the hot path.
       const sync = this.#states.modifySync(sessionId, run.update);
       if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
@@ -363,8 +382,10 @@ class PendingApply {
     readonly plan: OrchestrationPlan,
     readonly inputs: readonly TransitionInput[],
     readonly context: TransitionContext,
+    /** Capacity of the session's event log (0: none kept). */
+    readonly eventLog: number,
   ) {
-    this.update = this.#update.bind(this);
+    this.update = (eventLog > 0 ? this.#updateLogged : this.#update).bind(this);
   }
 
   #update(current: OrchestrationState): OrchestrationState {
@@ -374,6 +395,71 @@ class PendingApply {
     this.changed = result.state !== current;
     return result.state;
   }
+
+  /**
+   * {@link #update}, also appending every event (and every tool use committed to the history)
+   * to the session's event log, each with the state right after the input that caused it.
+   */
+  #updateLogged(current: OrchestrationState): OrchestrationState {
+    let state = current;
+    const events: OrchestrationEvent[] = [];
+    const decisions: (TransitionDecision | undefined)[] = [];
+    const items: LogItem[] = [];
+    for (const input of this.inputs) {
+      const before = state;
+      const result = transition(this.plan, state, input, this.context);
+      state = result.state;
+      decisions.push(result.decision);
+      if (input.type === 'observed') items.push({ event: withoutSession(input.event), state });
+      if (input.type === 'turn-ended') {
+        const approval = input.awaitingApproval === true ? { awaitingApproval: true as const } : {};
+        items.push({ event: { type: 'turn-ended', step: state.activeStep, ...approval }, state });
+      }
+      if (state.recentlyUsedTools !== before.recentlyUsedTools) {
+        const ids = committedCalls(before, state);
+        for (const tool of historyDelta(before.recentlyUsedTools, state.recentlyUsedTools).add) {
+          const index = ids.findIndex((call) => call.tool === tool);
+          const id = index < 0 ? undefined : ids.splice(index, 1)[0]?.id;
+          items.push({
+            event: { type: 'tool-recorded', tool, step: state.activeStep, ...(id ? { toolCallId: id } : {}) },
+            state,
+          });
+        }
+      }
+      for (const event of result.events) {
+        events.push(event);
+        items.push({ event: withoutSession(event), state });
+      }
+    }
+    if (items.length > 0) {
+      state = {
+        ...state,
+        log: appendToLog(state.log, this.eventLog, items, this.context.now, this.context.message?.key),
+      };
+    }
+    this.events = events.length === 0 ? NO_EVENTS : events;
+    this.decisions = decisions;
+    this.changed = state !== current;
+    return state;
+  }
+}
+
+/** The event as the log keeps it: its session is the log's own. */
+function withoutSession(event: OrchestrationEvent): LoggedEvent {
+  const { sessionId: _session, ...rest } = event;
+  return rest as LoggedEvent;
+}
+
+/** The reserved calls of `before` that `after` committed (gone from the pending log, in order). */
+function committedCalls(before: OrchestrationState, after: OrchestrationState): { id: string; tool: string }[] {
+  if (before.pending === undefined) return [];
+  const still = new Set<string>();
+  for (const entry of after.pending ?? []) if (entry.kind === 'call') still.add(entry.id);
+  const committed: { id: string; tool: string }[] = [];
+  for (const entry of before.pending) {
+    if (entry.kind === 'call' && !still.has(entry.id)) committed.push({ id: entry.id, tool: entry.tool });
+  }
+  return committed;
 }
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
 

@@ -4,6 +4,7 @@
  */
 import { addTokenUsage, appendBounded, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
+import { appendToLog } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
   assertSessionId,
@@ -220,13 +221,16 @@ export class OrchestrationStateManager {
       const fresh = createState(sessionId, current.createdAt, current.ttl);
       // The owner stays: a reset session still belongs to the agent that created it. Call ids
       // stay too, so a reset cannot be used to run a call id twice; running reservations go
-      // (their completions arrive late and are not recorded).
-      return {
+      // (their completions arrive late and are not recorded). The event log stays, and says so.
+      const reset: OrchestrationState = {
         ...fresh,
         cumulativeTokenUsage: current.cumulativeTokenUsage,
         agentId: current.agentId,
         toolCallIds: current.toolCallIds,
       };
+      if (current.log === undefined) return reset;
+      const marker = { event: { type: 'session-reset' as const }, state: reset };
+      return { ...reset, log: appendToLog(current.log, current.log.capacity, [marker], this.clock(), undefined) };
     });
   }
 

@@ -114,14 +114,24 @@ export class Turn {
     const local =
       this.#buffer.length === 0 ? this.#stored : transitionAll(this.#plan, this.#stored, this.#buffer, context).state;
     const result = transition(this.#plan, local, started, context);
-    for (const event of result.events) this.#manager.emit(event);
+    for (const event of result.events) this.observe(event);
     return this.#offered({ decision: result.decision as StepDecision, state: result.state });
+  }
+
+  /**
+   * Reports an event decided without the store (a model step decided locally, a call the model
+   * loop refused itself): dispatched now, and, when the manager keeps event logs, sent with the
+   * next write so the session's log has it in its place.
+   */
+  observe(event: OrchestrationEvent): void {
+    this.#manager.emit(event);
+    if (this.#manager.eventLog > 0) this.#buffer.push({ type: 'observed', event });
   }
 
   /** Reports a step decision as a `tools-offered` event, for telemetry and timelines. */
   #offered(step: TurnStep): TurnStep {
     const { activeStep, allowedTools, toolChoice, sequence, shadow, wouldOffer } = step.decision;
-    this.#manager.emit({
+    this.observe({
       type: 'tools-offered',
       sessionId: this.#sessionId,
       step: activeStep,
@@ -170,7 +180,10 @@ export class Turn {
    */
   async end(options: { awaitingApproval?: boolean } = {}): Promise<readonly OrchestrationEvent[]> {
     const ended: TransitionInput = { type: 'turn-ended', awaitingApproval: options.awaitingApproval };
-    if (this.#buffer.length > 0) return (await this.#write([ended])).events;
+    // A session that keeps an event log is written at the end of every turn, so the log says
+    // where the turn left it; that costs a round trip only when nothing else was buffered.
+    const logged = this.#manager.eventLog > 0 && this.#stored !== undefined;
+    if (this.#buffer.length > 0 || logged) return (await this.#write([ended])).events;
     if (this.#stored === undefined) return [];
     const result = transition(this.#plan, this.#stored, ended, this.#context());
     for (const event of result.events) this.#manager.emit(event);

@@ -136,6 +136,39 @@ export interface SessionResponse {
   lastAccessed: number;
 }
 
+/**
+ * One decision of a session's event log (`GET /api/sessions/:sessionId/events`): the event, and
+ * where the session stood right after it, with every tool allowed then or why not.
+ */
+export interface SessionEventEntry {
+  /** Position in the session's log: 1 for its first event, one more for each next. */
+  seq: number;
+  /** When it happened, in milliseconds since the epoch. */
+  at: number;
+  /** The user turn it belongs to: 1 for the session's first user message, one more for each new one. */
+  turn: number;
+  /** The event as `onEvent` receives it, without its `sessionId` (`type` says which). */
+  event: { type: string } & Record<string, unknown>;
+  /** The session right after the event (`stepNumber` null, `final` false). */
+  state: OrchestrationSnapshot;
+  /** Every tool of the agent at that point: allowed, or why not. */
+  tools: ToolStatus[];
+}
+
+/** `GET /api/sessions/:sessionId/events?after=<seq>&limit=<n>`. */
+export interface SessionEventsResponse {
+  sessionId: string;
+  agentId: string;
+  /** Most events the session keeps; the oldest go first. */
+  capacity: number;
+  /** Events dropped so far to stay within `capacity` (their seqs are 1 to `dropped`). */
+  dropped: number;
+  /** The seq to pass as `after` to fetch the events after these (unchanged when there are none). */
+  nextAfter: number;
+  /** In order, oldest first: at most `limit`, every one with a seq over `after`. */
+  events: SessionEventEntry[];
+}
+
 /** `GET /healthz`. */
 export interface HealthResponse {
   ok: boolean;

@@ -41,6 +41,12 @@ export interface CreateAppOptions {
   /** Where sessions live when no manager is given; the app owns it (`app.close()`). Default `memory:`. */
   store?: StoreSpec;
   /**
+   * Decisions kept per session for `GET /api/sessions/:id/events` (the inspector's timeline)
+   * when no manager is given (default {@link DEFAULT_EVENT_LOG}; 0 for none). A given manager
+   * keeps its own `eventLog`.
+   */
+  eventLog?: number;
+  /**
    * Keep no state on the server: it travels in the `x-orchestration-state` header as a token
    * signed with the first key (the others still verify, for rotation); an older token of a
    * session is refused (see {@link StatelessOptions.replayStore}).
@@ -96,6 +102,8 @@ export type BatonApp = Hono & {
 
 /** Default largest request body: 1 MiB. */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+/** Default decisions kept per session by the managers an app or `baton serve` creates. */
+export const DEFAULT_EVENT_LOG = 100;
 /** Default most messages per chat request. */
 export const DEFAULT_MAX_MESSAGES = 1000;
 /**
@@ -130,7 +138,11 @@ export function createApp(options: CreateAppOptions): BatonApp {
   const sessions: SessionSource = options.stateless
     ? statelessSessions(options.stateless)
     : storedSessions(
-        options.manager ?? createOrchestrationManager({ store: options.store ?? 'memory:' }),
+        options.manager ??
+          createOrchestrationManager({
+            store: options.store ?? 'memory:',
+            eventLog: options.eventLog ?? DEFAULT_EVENT_LOG,
+          }),
         options.manager === undefined,
       );
   const agents = buildAgents(options.agents, sessions.manager, {

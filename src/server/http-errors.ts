@@ -39,6 +39,8 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<BatonErrorCode, ErrorStatus>> 
   'session-without-agent': 409,
   // The client sent a token that a newer one has replaced: a conflict with the current state.
   'stale-state-token': 409,
+  // A feature this server's configuration leaves out: asking again will not help.
+  'not-available': 409,
   'body-too-large': 413,
   'message-too-large': 413,
   // Conditions of the server that pass: a retry (later, or on another process) may succeed.

@@ -187,3 +187,29 @@ function nestedDeeperThan(text: string, limit: number): boolean {
   }
   return false;
 }
+
+/** Most events one `GET /api/sessions/:id/events` returns. */
+export const MAX_EVENTS_PER_PAGE = 500;
+
+const count = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,15}$/, 'expected a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const eventsQuerySchema = z.object({
+  after: count(0, Number.MAX_SAFE_INTEGER).optional(),
+  limit: count(1, MAX_EVENTS_PER_PAGE).optional(),
+});
+
+/** The query of `GET /api/sessions/:id/events`: `after` (default 0) and `limit` (default 100). */
+export function parseEventsQuery(query: Record<string, string>): { after: number; limit: number } {
+  const result = eventsQuerySchema.safeParse(query);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const path = `query.${formatPath(issue.path)}`;
+    throw new HttpError('invalid-argument', `${path}: ${issue.message}`, { path });
+  }
+  return { after: result.data.after ?? 0, limit: result.data.limit ?? 100 };
+}

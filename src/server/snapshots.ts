@@ -3,9 +3,19 @@
  * routes report, built from the engine's own views so the two never disagree.
  */
 import type { StepInfo } from '../ai-sdk/orchestrate.js';
+import type { OrchestrationPlan } from '../core/compile.js';
 import type { Explanation } from '../core/engine.js';
+import { droppedEntries, replayLog } from '../core/session-log.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
-import type { OrchestrationSnapshot, SequenceProgress, SessionResponse } from './api-types.js';
+import { budgetOf, shadowOf } from '../core/transition.js';
+import type {
+  OrchestrationSnapshot,
+  SequenceProgress,
+  SessionEventEntry,
+  SessionEventsResponse,
+  SessionResponse,
+  ToolStatus,
+} from './api-types.js';
 
 function sequenceProgress(sequence: Explanation['sequence']): SequenceProgress | null {
   if (sequence === undefined) return null;
@@ -63,12 +73,55 @@ export function sessionResponse(agentId: string, state: OrchestrationState, expl
     sessionId: state.sessionId,
     agentId,
     state: restingSnapshot(agentId, state, explanation, true),
-    tools: explanation.tools.map((tool) =>
-      tool.reason
-        ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason }
-        : { tool: tool.tool, allowed: true },
-    ),
+    tools: toolStatuses(explanation),
     createdAt: state.createdAt,
     lastAccessed: state.lastAccessed,
+  };
+}
+
+function toolStatuses(explanation: Explanation): ToolStatus[] {
+  return explanation.tools.map((tool) =>
+    tool.reason ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason } : { tool: tool.tool, allowed: true },
+  );
+}
+
+/**
+ * The body of `GET /api/sessions/:id/events`: the entries of the session's event log after
+ * seq `after` (at most `limit`), each with the state it left and every tool allowed then or
+ * why not, explained by `explain` (the same explanation as the session routes').
+ */
+export function sessionEventsResponse(
+  agentId: string,
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  explain: (state: OrchestrationState) => Explanation,
+  page: { after: number; limit: number },
+): SessionEventsResponse {
+  const log = state.log;
+  const events: SessionEventEntry[] = [];
+  for (const { entry, state: at } of replayLog(state)) {
+    if (entry.seq <= page.after) continue;
+    if (events.length === page.limit) break;
+    const explanation = explain(at);
+    const snapshot = restingSnapshot(agentId, at, explanation, false);
+    if (shadowOf(plan, at)) snapshot.shadow = { wouldOffer: [...explanation.allowedTools] };
+    const budget = budgetOf(plan, at);
+    if (budget) snapshot.budget = { ...budget, step: budget.step ?? null };
+    events.push({
+      seq: entry.seq,
+      at: entry.at,
+      turn: entry.turn,
+      event: { ...entry.event },
+      state: snapshot,
+      tools: toolStatuses(explanation),
+    });
+  }
+  return {
+    sessionId: state.sessionId,
+    agentId,
+    capacity: log?.capacity ?? 0,
+    dropped: droppedEntries(log),
+    nextAfter: events.at(-1)?.seq ?? page.after,
+    events,
   };
 }

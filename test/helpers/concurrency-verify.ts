@@ -4,6 +4,7 @@
  */
 import { expect } from 'vitest';
 import type { ChatMessage } from '../../src/core/messages.js';
+import { droppedEntries, replayLog } from '../../src/core/session-log.js';
 import type { OrchestrationState } from '../../src/core/state.js';
 import { type Case, conversations, type Logged } from './concurrency-case.js';
 import { Oracle } from './spec-oracle.js';
@@ -53,4 +54,30 @@ export function verifyCase(c: Case, log: readonly Logged[], final: Orchestration
   expect(final?.recentlyUsedTools).toEqual(oracle.history);
   expect(final?.sequenceIndex).toBe(oracle.index);
   expect(final?.activeStep).toBe(oracle.active);
+  if (final?.log) verifyEventLog(final);
+}
+
+/**
+ * The session's event log, written by racing turns, must still read as one story: seqs without
+ * gaps, the history replayed at its last entry equal to the session's, every tool use in the
+ * history recorded once and in order, and no call id reserved twice.
+ */
+function verifyEventLog(final: OrchestrationState): void {
+  const log = final.log!;
+  const replayed = replayLog(final);
+  const seqs = replayed.map(({ entry }) => entry.seq);
+  expect(seqs).toEqual(seqs.map((_, i) => log.seq - seqs.length + 1 + i));
+  expect(replayed.length).toBeLessThanOrEqual(log.capacity);
+  if (replayed.length === 0) return;
+  expect(replayed.at(-1)!.state.recentlyUsedTools, 'the log lost a change of the history').toEqual(
+    final.recentlyUsedTools,
+  );
+  expect(log.tail).toEqual(final.recentlyUsedTools);
+  if (droppedEntries(log) > 0) return;
+  const recorded = replayed.flatMap(({ entry }) => (entry.event.type === 'tool-recorded' ? [entry.event.tool] : []));
+  expect(recorded.slice(recorded.length - final.recentlyUsedTools.length)).toEqual(final.recentlyUsedTools);
+  const reserved = replayed.flatMap(({ entry }) =>
+    entry.event.type === 'tool-reserved' ? [entry.event.toolCallId] : [],
+  );
+  expect(new Set(reserved).size, 'a call id was reserved twice').toBe(reserved.length);
 }

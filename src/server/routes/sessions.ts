@@ -1,14 +1,15 @@
 /**
  * `GET /api/sessions/:sessionId`, `POST /api/sessions/:sessionId/reset` and
- * `DELETE /api/sessions/:sessionId`, for stored and stateless sessions alike.
+ * `DELETE /api/sessions/:sessionId`, for stored and stateless sessions alike, and
+ * `GET /api/sessions/:sessionId/events`, the session's event log (stored sessions only).
  */
 import { type Context, Hono } from 'hono';
 import type { OrchestrationState } from '../../core/state.js';
 import { HttpError } from '../http-errors.js';
-import { parseSessionId } from '../request-schemas.js';
+import { parseEventsQuery, parseSessionId } from '../request-schemas.js';
 import { explainState, type Served, type ServedAgents } from '../served-agents.js';
 import { type SessionSource, STATE_HEADER } from '../session-source.js';
-import { sessionResponse } from '../snapshots.js';
+import { sessionEventsResponse, sessionResponse } from '../snapshots.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
 /** The session routes, to mount at `/api/sessions`. */
@@ -38,6 +39,24 @@ export function sessionRoutes(agents: ServedAgents, sessions: SessionSource): Ho
       const { served, state } = await sessionOf(c);
       return c.json(respond(served, state));
     })
+    .get('/:sessionId/events', async (c) => {
+      // Checked first: in stateless mode the session cannot even be read without its token.
+      if (sessions.stateless || sessions.manager.eventLog === 0) {
+        throw new HttpError(
+          'not-available',
+          sessions.stateless
+            ? 'This server is stateless: it keeps no event log, because a session travels in its token.'
+            : 'This server keeps no event log: start it with --event-log <n> (or createApp({ eventLog }), or a manager created with eventLog).',
+          { path: 'path.sessionId' },
+        );
+      }
+      const page = parseEventsQuery(c.req.query());
+      const { served, state } = await sessionOf(c);
+      const plan = sessions.manager.plan(served.agent.template);
+      return c.json(
+        sessionEventsResponse(served.agent.id, plan, state, (at) => explainState(sessions.manager, served, at), page),
+      );
+    })
     .post('/:sessionId/reset', async (c) => {
       const { served, state, token } = await sessionOf(c);
       const reset = await sessions.reset(state.sessionId, token);
@@ -50,5 +69,6 @@ export function sessionRoutes(agents: ServedAgents, sessions: SessionSource): Ho
       return c.body(null, 204);
     })
     .all('/:sessionId', methodNotAllowed('GET, DELETE'))
-    .all('/:sessionId/reset', methodNotAllowed('POST'));
+    .all('/:sessionId/reset', methodNotAllowed('POST'))
+    .all('/:sessionId/events', methodNotAllowed('GET'));
 }
