@@ -190,3 +190,47 @@ describe('baton serve --otel', () => {
     expect(advanced.map((event) => event['baton.tool'])).toEqual(['search', 'think', 'reflect']);
   });
 });
+
+describe('baton serve --otel --stateless', () => {
+  it("records the orchestration decisions of stateless turns too, on the request's trace", async () => {
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_') && !key.startsWith('OTEL_')),
+    );
+    const stateless = await startServeProcess(
+      ['examples/agents', '--model', 'offline', '--stateless', '--port', '0', '--log-level', 'silent', '--otel'],
+      {
+        name: 'baton serve --otel --stateless',
+        env: {
+          ...env,
+          FORCE_COLOR: '0',
+          BATON_STATE_KEYS: 'k'.repeat(32),
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl,
+          OTEL_BSP_SCHEDULE_DELAY: '100',
+        },
+        timeoutMs: 60_000,
+      },
+    );
+    try {
+      const response = await fetch(`${stateless.url}/api/chat/cognitive-reasoner`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          messages: [{ id: 's1', role: 'user', parts: [{ type: 'text', text: 'How many EVs will be sold in 2031?' }] }],
+        }),
+      });
+      expect(response.status, await response.text()).toBe(200);
+      const sessionId = response.headers.get('x-session-id');
+      const reserved = () =>
+        allSpans().flatMap(({ span }) =>
+          (span.events ?? [])
+            .filter((event) => event.name === 'baton.tool-reserved')
+            .map((event) => attributes(event.attributes))
+            .filter((event) => event['baton.session_id'] === sessionId),
+        );
+      await waitFor(() => reserved().length === 3);
+      expect(reserved().map((event) => event['baton.tool'])).toEqual(['search', 'think', 'reflect']);
+    } finally {
+      await stopServeProcess(stateless);
+    }
+  }, 90_000);
+});

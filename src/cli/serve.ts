@@ -178,6 +178,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       throw new ServeSetupError(error instanceof Error ? error.message : String(error));
     }
     if (manager) otel.instrument(manager);
+    // A stateless app builds its manager itself: its events reach the exporter through onEvent.
+    if (stateless) stateless = { ...stateless, onEvent: otel.telemetry.listener };
   }
 
   const logger = pino(
@@ -243,7 +245,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   for (const line of modelLines) say(line);
   if (otel) {
     say(
-      `Traces: OTLP/HTTP to ${otel.endpoint}${otel.aiSdkSpans ? ' (with AI SDK spans)' : ' (AI SDK spans: npm install @ai-sdk/otel)'}${manager ? '' : '; orchestration events are not recorded with --stateless'}`,
+      `Traces: OTLP/HTTP to ${otel.endpoint}${otel.aiSdkSpans ? ' (with AI SDK spans)' : ' (AI SDK spans: npm install @ai-sdk/otel)'}`,
     );
   }
   say(`Inspector: ${url}/   API: ${url}/api/agents   Stop: Ctrl-C`);

@@ -6,7 +6,11 @@
  */
 import { InvalidArgumentError } from '../core/errors.js';
 import { createState, DEFAULT_SESSION_TTL_MS, type OrchestrationState } from '../core/state.js';
-import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import {
+  createOrchestrationManager,
+  type EventListener,
+  type OrchestrationManager,
+} from '../orchestration/orchestration-manager.js';
 import { memoryStore } from '../stores/memory.js';
 import type { StoreSpec } from '../stores/resolve-store.js';
 import { decodeStateToken, encodeStateToken, StateTokenError } from '../stores/state-token.js';
@@ -29,6 +33,11 @@ export interface StatelessOptions {
    * guards only the requests this process serves. `false` accepts any validly signed token.
    */
   replayStore?: StoreSpec | false;
+  /**
+   * Receives every orchestration event of this server's turns (as a manager's `onEvent`), for
+   * telemetry: a stateless app has no manager of its own to subscribe to.
+   */
+  onEvent?: EventListener;
 }
 
 /** What a chat request names: the agent, and the session it continues, if any. */
@@ -147,7 +156,10 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
   const ttl = options.ttl;
   // One store for every turn's working copy, with no sweep timer: a copy lives exactly as long
   // as its turn, and is deleted when the turn ends.
-  const manager = createOrchestrationManager({ store: memoryStore({ sweepIntervalMs: 0 }) });
+  const manager = createOrchestrationManager({
+    store: memoryStore({ sweepIntervalMs: 0 }),
+    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+  });
   const states = manager.getStateManager();
   const guard: ReplayGuard =
     options.replayStore === false
