@@ -7,8 +7,8 @@
  * docs/inspector.png and docs/inspector-mobile.png (not on every run: the session id on
  * them changes each time, which would leave the tree dirty).
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
@@ -18,66 +18,25 @@ import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
 import type { AgentDetailResponse, SessionResponse } from '../src/server/api-types.js';
 import { createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
+import {
+  assertChromium,
+  browserTestsRun,
+  buildInspector,
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  collectErrors,
+  overflowsHorizontally,
+} from './helpers/browser.js';
 import { startServeProcess, stopServeProcess } from './helpers/serve-process.js';
-import { servicesRequired } from './helpers/services.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 const QUESTION = 'How many electric vehicles will be on the road by 2030?';
 const SECOND_QUESTION = 'Compare solar and wind energy for residential power generation';
 const THIRD_QUESTION = 'Critique the argument that remote work improves productivity';
 const SHOTS = join(ROOT, '.tmp', 'inspector');
 const UPDATE_DOCS = process.env.BATON_UPDATE_SCREENSHOTS === '1';
 
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium && !servicesRequired()) {
-  console.warn(
-    `SKIPPING inspector browser tests: ${CHROMIUM} is missing (apt-get install chromium); set BATON_REQUIRE_SERVICES=1 to make this a failure`,
-  );
-}
-
-/** Runs a command to completion; rejects with its output when it fails. */
-function run(args: readonly string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, FORCE_COLOR: '0' } });
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited with ${code}:\n${output}`)),
-    );
-  });
-}
-
-/** Console errors and uncaught exceptions of a page, collected from the start. */
-function collectErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error') errors.push(`console: ${message.text()}`);
-  });
-  page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
-  return errors;
-}
-
-/** Whether the page scrolls sideways (it should not, at any width). */
-async function overflowsHorizontally(page: Page): Promise<boolean> {
-  return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
-}
+const runs = browserTestsRun('inspector browser tests');
 
 /** A box in page coordinates (not moved by scrolling), rounded to the pixel. */
 interface PageBox {
@@ -133,25 +92,16 @@ async function screenshot(page: Page, name: string, fullPage = false): Promise<v
   if (UPDATE_DOCS) copyFileSync(path, join(ROOT, 'docs', name));
 }
 
-describe.skipIf(!hasChromium && !servicesRequired())('inspector in Chromium', { timeout: 60_000 }, () => {
+describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
   let server: ChildProcessWithoutNullStreams | undefined;
   let url = '';
   let browser: Browser | undefined;
 
   beforeAll(async () => {
-    if (!hasChromium) {
-      throw new Error(`BATON_REQUIRE_SERVICES=1 but ${CHROMIUM} is missing: apt-get install -y chromium`);
-    }
+    assertChromium();
     mkdirSync(SHOTS, { recursive: true });
     // The page under test is the one `npm run build:web` produces, served from dist/web.
-    await run([
-      join(ROOT, 'node_modules/vite/bin/vite.js'),
-      'build',
-      '--config',
-      'web/vite.config.ts',
-      '--logLevel',
-      'warn',
-    ]);
+    await buildInspector();
     // A small delay per streamed chunk, so the page renders each model step as a user sees it.
     ({ child: server, url } = await startServeProcess([
       'examples/agents',
