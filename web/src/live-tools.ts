@@ -10,7 +10,10 @@ import type { OrchestrationSnapshot, ToolStatus } from './types.js';
 export interface LiveTool {
   tool: string;
   allowed: boolean;
-  /** Why a blocked tool is blocked; null until the server has explained this state. */
+  /**
+   * Why a blocked tool is blocked (or, in shadow mode, why enforcement would have blocked it);
+   * null until the server has explained this state.
+   */
   reason: ToolStatus['reason'] | null;
   /** Shadow mode: offered because nothing is enforced, but enforcement would have blocked it. */
   wouldBlock: boolean;
@@ -55,6 +58,9 @@ export function liveTools(
   return names.map((tool) => {
     const allowed = offered.has(tool);
     const wouldBlock = allowed && enforced !== undefined && !enforced.has(tool);
-    return { tool, allowed, reason: allowed ? undefined : (reasons.get(tool) ?? null), wouldBlock };
+    // The server explains a shadow session as enforced, so its reason for a tool is the reason
+    // enforcement would have refused it: what a team reads before switching enforcement on.
+    const reason = allowed && !wouldBlock ? undefined : (reasons.get(tool) ?? null);
+    return { tool, allowed, reason, wouldBlock };
   });
 }

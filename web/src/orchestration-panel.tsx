@@ -49,8 +49,8 @@ export function OrchestrationPanel({
               <p className="error-text" data-testid="budget-spent" role="status">
                 Token budget{' '}
                 {snapshot.budget.scope === 'session' ? 'of the session' : `of step ${snapshot.budget.step}`} spent (
-                {snapshot.budget.used.toLocaleString()} of {snapshot.budget.limit.toLocaleString()}): no tool is
-                offered.
+                {snapshot.budget.used.toLocaleString('en-US')} of {snapshot.budget.limit.toLocaleString('en-US')}): no
+                tool is offered.
               </p>
             )}
           </div>

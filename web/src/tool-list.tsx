@@ -33,8 +33,8 @@ export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agen
           <span className="tool-name">{tool}</span>
           <span className={`badge ${allowed ? 'badge-done' : 'badge-blocked'}`}>{allowed ? 'allowed' : 'blocked'}</span>
           {wouldBlock && (
-            <span className="tool-reason" data-testid="tool-would-block">
-              would have blocked (shadow mode)
+            <span className="tool-reason" data-testid="tool-would-block" data-code={reason?.code ?? 'pending'}>
+              would have blocked (shadow mode){reason ? `: ${reason.message}` : ''}
             </span>
           )}
           {!allowed && (
