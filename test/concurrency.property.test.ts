@@ -46,7 +46,9 @@ async function runCase(c: Case, managers: readonly OrchestrationManager[]): Prom
     (turn) => managers[turn % managers.length]!,
     sessionId,
   );
-  verifyCase(c, log, await managers[0]!.getStateManager().getState(sessionId));
+  const store = await managers[0]!.getStateManager().store();
+  const events = managers[0]!.eventLog > 0 ? await store.readLog?.(sessionId) : undefined;
+  verifyCase(c, log, await managers[0]!.getStateManager().getState(sessionId), events);
 }
 
 const property = (managers: () => readonly OrchestrationManager[], numRuns: number) =>

@@ -1,88 +1,96 @@
 /**
- * The session event log's compact encoding: whatever the history does (grow, trim at the
- * front, clear, be replaced), and however small the log's capacity, every entry kept replays to
- * exactly the state it was logged with.
+ * The session event log's entries, as the manager makes them for a store to append: numbered
+ * without gaps, turns counted per new message, each entry a whole picture of the state it was
+ * logged with, whatever the history did in between.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   appendToLog,
-  droppedEntries,
+  assertLogEntry,
   type LogItem,
-  replayLog,
-  type SessionLog,
+  logEntriesOf,
+  type SessionLogEntry,
   sessionLogProblem,
+  stateAtEntry,
 } from './session-log.js';
 import { assertState, createState, type OrchestrationState } from './state.js';
 
-const tool = fc.constantFrom('search', 'think', 'reflect', 'write', 'a', 'b');
-
-/** How the history changes between two entries. */
-const change = fc.oneof(
-  fc.record({ kind: fc.constant('append' as const), tools: fc.array(tool, { maxLength: 3 }) }),
-  fc.record({ kind: fc.constant('clear' as const) }),
-  fc.record({ kind: fc.constant('replace' as const), tools: fc.array(tool, { maxLength: 6 }) }),
-);
+const tool = fc.constantFrom('search', 'think', 'reflect', 'write');
 
 describe('the session event log', () => {
-  it('replays every entry it keeps to the state it was logged with', () => {
+  it('numbers entries without gaps, counts turns per message, and replays each to its state', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 25 }),
-        fc.integer({ min: 1, max: 8 }),
-        fc.integer({ min: 1, max: 6 }),
-        (writes, capacity, historyLimit) => {
+        fc.array(
+          fc.record({
+            message: fc.integer({ min: 0, max: 3 }),
+            histories: fc.array(fc.array(tool, { maxLength: 5 }), { minLength: 1, maxLength: 3 }),
+          }),
+          { minLength: 1, maxLength: 20 },
+        ),
+        (writes) => {
           let state: OrchestrationState = createState('s', 0);
-          let log: SessionLog | undefined;
+          const appended: SessionLogEntry[] = [];
           const truth: OrchestrationState[] = [];
           let tokens = 0;
-          for (const [w, changes] of writes.entries()) {
-            const items: LogItem[] = [];
-            for (const c of changes) {
-              let history = state.recentlyUsedTools;
-              if (c.kind === 'append') history = [...history, ...c.tools].slice(-historyLimit);
-              else if (c.kind === 'clear') history = [];
-              else history = c.tools.slice(-historyLimit);
+          let turns = 0;
+          let lastMessage: number | undefined;
+          for (const [w, write] of writes.entries()) {
+            const items: LogItem[] = write.histories.map((history) => {
               tokens += 7;
               state = {
                 ...state,
                 recentlyUsedTools: history,
                 sequenceIndex: history.length,
                 activeStep: history.length % 2 === 0 ? 'even' : undefined,
-                cumulativeTokenUsage: { promptTokens: tokens, completionTokens: 0, totalTokens: tokens },
+                cumulativeTokenUsage: { promptTokens: tokens, completionTokens: 1, totalTokens: tokens + 1 },
               };
-              items.push({ event: { type: 'session-reset' }, state });
               truth.push(state);
-            }
-            log = appendToLog(log, capacity, items, w, `message-${Math.floor(w / 3)}`);
+              return { event: { type: 'session-reset' }, state };
+            });
+            if (write.message !== lastMessage) turns++;
+            lastMessage = write.message;
+            state = appendToLog(state, 50, items, w, `message-${write.message}`);
+            appended.push(...(logEntriesOf(state) ?? []));
           }
-          const final: OrchestrationState = { ...state, log };
-          // The log survives a store's JSON round trip and its validation.
-          const stored = assertState(JSON.parse(JSON.stringify(final)));
-          const replayed = replayLog(stored);
-          const kept = truth.slice(-capacity);
-          expect(replayed).toHaveLength(kept.length);
-          expect(droppedEntries(log)).toBe(truth.length - kept.length);
-          for (const [i, { entry, state: at }] of replayed.entries()) {
-            const expected = kept[i]!;
-            expect(entry.seq).toBe(truth.length - kept.length + i + 1);
-            expect(at.recentlyUsedTools).toEqual(expected.recentlyUsedTools);
-            expect(at.sequenceIndex).toBe(expected.sequenceIndex);
-            expect(at.activeStep).toBe(expected.activeStep);
-            expect(at.cumulativeTokenUsage).toEqual(expected.cumulativeTokenUsage);
+          expect(appended.map((entry) => entry.seq)).toEqual(truth.map((_, i) => i + 1));
+          expect(state.log).toMatchObject({ capacity: 50, seq: truth.length, turn: turns });
+          for (const [i, entry] of appended.entries()) {
+            // Entries survive a store's JSON round trip and its check.
+            const stored = assertLogEntry(JSON.parse(JSON.stringify(entry)), `entries[${i}]`);
+            const at = stateAtEntry(state, stored);
+            expect(at.recentlyUsedTools).toEqual(truth[i]!.recentlyUsedTools);
+            expect(at.sequenceIndex).toBe(truth[i]!.sequenceIndex);
+            expect(at.activeStep).toBe(truth[i]!.activeStep);
+            expect(at.cumulativeTokenUsage).toEqual(truth[i]!.cumulativeTokenUsage);
           }
-          // A turn is counted per new message: writes 0-2 are turn 1, 3-5 turn 2, ...
-          expect(log!.turn).toBe(Math.floor((writes.length - 1) / 3) + 1);
+          // The counters travel in the state, and pass its check.
+          expect(assertState(JSON.parse(JSON.stringify(state))).log).toEqual(state.log);
         },
       ),
-      { numRuns: 400 },
+      { numRuns: 300 },
     );
   });
 
-  it('names what is wrong with a damaged log read back from a store', () => {
-    const state = { ...createState('s', 0), log: { capacity: 5, seq: 1, turn: 1, base: [], tail: [], entries: [{}] } };
-    expect(() => assertState(state)).toThrow(/state\.log.*entries\[0\] is not a log entry/);
-    expect(sessionLogProblem({ capacity: -1 })).toMatch(/capacity, seq and turn/);
+  it('keeps the entries of two logs onto one state in a row (a reset right after a turn)', () => {
+    const first = appendToLog(
+      createState('s', 0),
+      10,
+      [{ event: { type: 'session-reset' }, state: createState('s', 0) }],
+      1,
+      'a',
+    );
+    const second = appendToLog(first, 10, [{ event: { type: 'session-reset' }, state: first }], 2, 'a');
+    expect(logEntriesOf(second)?.map((entry) => entry.seq)).toEqual([1, 2]);
+    // A copy of the state is a new object: the entries are not attached to it.
+    expect(logEntriesOf({ ...second })).toBeUndefined();
+  });
+
+  it('names what is wrong with damaged counters or entries', () => {
+    const state = { ...createState('s', 0), log: { capacity: -1, seq: 0, turn: 0 } };
+    expect(() => assertState(state)).toThrow(/state\.log.*capacity, seq and turn/);
     expect(sessionLogProblem('nope')).toBe('expected an object');
+    expect(() => assertLogEntry({ seq: 1 }, 'log[3]')).toThrow(/log\[3\] is not an event log entry/);
   });
 });

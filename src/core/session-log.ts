@@ -1,14 +1,18 @@
 /**
  * The session's event log: its latest decisions, each with where the session stood right after
- * it, kept in the state itself (`state.log`) so that it is written in the same atomic update as
- * the change it describes, by every store, and goes when the session goes. The inspector's
- * session timeline reads it.
+ * it, for timelines such as the inspector's.
  *
- * It is bounded (`capacity` entries, the oldest dropped first) and compact, because every
- * write of the session carries it: an entry keeps the active step, the sequence position and
- * the token counts, but the tool history only as a change from the previous entry (`add`,
- * `drop`), replayed from `base` (the history before the oldest entry kept). `tail` is the
- * history at the newest entry, so appending never replays the log.
+ * The entries are not part of the state: every write of a session would carry all of them
+ * (26 KB for 100 entries of a research agent, which made a PostgreSQL turn 7.7 times slower).
+ * Instead a store appends the entries of a write next to the session, in the same atomic write,
+ * keeps the newest `capacity` of them and removes them with the session; only the log's counters
+ * (`state.log`: capacity, last seq, turn) live in the state. The manager hands a write's entries
+ * to the store attached to the state it returns ({@link withLogEntries}), so the store contract
+ * (`update(sessionId, fn)`) is unchanged; a store that keeps logs reads them with
+ * {@link logEntriesOf} and implements `SessionStore.readLog`.
+ *
+ * Each entry is self-contained (the whole tool history, not a change from the entry before), so
+ * trimming the oldest never makes a newer one unreadable.
  */
 import type { OrchestrationEvent } from './events.js';
 import type { OrchestrationState } from './state.js';
@@ -28,7 +32,7 @@ export type LoggedEvent =
   | { type: 'turn-ended'; step: string | undefined; awaitingApproval?: true }
   | { type: 'session-reset' };
 
-/** One entry of {@link SessionLog}. Field names are short: every write of the session carries them. */
+/** One entry of a session's event log, as stores keep it (plain JSON). */
 export interface SessionLogEntry {
   /** 1 for the session's first entry, one more for each next. */
   seq: number;
@@ -41,19 +45,17 @@ export interface SessionLogEntry {
   step?: string;
   /** Sequence position right after the event. */
   index: number;
-  /** Tools appended to the history since the previous entry. */
-  add?: string[];
-  /** Tools dropped from the front of the history since the previous entry. */
-  drop?: number;
+  /** The tool history right after the event, oldest first. */
+  history: string[];
   /** Cumulative token usage: prompt, completion, total. */
   usage: [number, number, number];
   /** Tokens spent per budgeted step (templates with step budgets only). */
   stepTokens?: Record<string, number>;
 }
 
-/** The bounded event log of a session (`state.log`); see the module comment. */
-export interface SessionLog {
-  /** Most entries kept. */
+/** The log's counters, kept in the state (`state.log`); the entries are kept by the store. */
+export interface SessionLogState {
+  /** Most entries the store keeps for the session. */
   capacity: number;
   /** Seq of the newest entry (0: none yet). */
   seq: number;
@@ -61,11 +63,6 @@ export interface SessionLog {
   turn: number;
   /** Identity of the user message of the current turn. */
   key?: string;
-  /** The history before the oldest entry kept. */
-  base: string[];
-  /** The history at the newest entry. */
-  tail: string[];
-  entries: SessionLogEntry[];
 }
 
 /** One thing to log: the event and the state right after it. */
@@ -74,20 +71,23 @@ export interface LogItem {
   readonly state: OrchestrationState;
 }
 
-/** Largest capacity a log may have: every write carries the whole log. */
+/** Largest capacity a log may have. */
 export const MAX_LOG_CAPACITY = 1000;
 
 /**
- * `log` with `items` appended (at most `capacity` entries kept; the oldest go first). `key`
- * identifies the user message the items belong to: a new one starts a new turn. Pure.
+ * Logs `items` onto `state`: the state with its log counters moved on, and the new entries
+ * attached for the store to append ({@link logEntriesOf}). `key` identifies the user message
+ * the items belong to: a new one starts a new turn. `capacity` is the number of entries the
+ * store keeps. Pure.
  */
 export function appendToLog(
-  log: SessionLog | undefined,
+  state: OrchestrationState,
   capacity: number,
   items: readonly LogItem[],
   at: number,
   key: string | undefined,
-): SessionLog {
+): OrchestrationState {
+  const log = state.log;
   let turn = log?.turn ?? 0;
   let currentKey = log?.key;
   if (key !== undefined && key !== currentKey) {
@@ -95,108 +95,72 @@ export function appendToLog(
     currentKey = key;
   }
   let seq = log?.seq ?? 0;
-  let tail = log?.tail ?? [];
-  const entries = log ? log.entries.slice() : [];
-  for (const { event, state } of items) {
-    const history = state.recentlyUsedTools;
-    const usage = state.cumulativeTokenUsage;
+  const entries: SessionLogEntry[] = [];
+  for (const { event, state: after } of items) {
+    const usage = after.cumulativeTokenUsage;
     const entry: SessionLogEntry = {
       seq: ++seq,
       at,
       turn: Math.max(turn, 1),
       event,
-      index: state.sequenceIndex,
+      index: after.sequenceIndex,
+      history: after.recentlyUsedTools,
       usage: [usage.promptTokens, usage.completionTokens, usage.totalTokens],
     };
-    if (state.activeStep !== undefined) entry.step = state.activeStep;
-    const delta = historyDelta(tail, history);
-    if (delta.add.length > 0) entry.add = delta.add;
-    if (delta.drop > 0) entry.drop = delta.drop;
-    if (state.stepTokens !== undefined) entry.stepTokens = { ...state.stepTokens };
+    if (after.activeStep !== undefined) entry.step = after.activeStep;
+    if (after.stepTokens !== undefined) entry.stepTokens = after.stepTokens;
     entries.push(entry);
-    tail = history;
   }
-  let base = log?.base ?? [];
-  const excess = entries.length - capacity;
-  if (excess > 0) {
-    for (const dropped of entries.slice(0, excess)) base = applyDelta(base, dropped);
-    entries.splice(0, excess);
-  }
-  const next: SessionLog = { capacity, seq, turn, base, tail: tail.slice(), entries };
+  const next: SessionLogState = { capacity, seq, turn };
   if (currentKey !== undefined) next.key = currentKey;
-  return next;
-}
-
-/** A logged entry with the session's history at that point, replayed. */
-export interface ReplayedEntry {
-  readonly entry: SessionLogEntry;
-  /** The state right after the entry's event, as far as the log knows it (no pending calls). */
-  readonly state: OrchestrationState;
-}
-
-/** Every entry of `state.log` with the state at its point, oldest first. */
-export function replayLog(state: OrchestrationState): ReplayedEntry[] {
-  const log = state.log;
-  if (log === undefined) return [];
-  let history = log.base;
-  return log.entries.map((entry) => {
-    history = applyDelta(history, entry);
-    const [promptTokens, completionTokens, totalTokens] = entry.usage;
-    const at: OrchestrationState = {
-      ...state,
-      activeStep: entry.step,
-      recentlyUsedTools: history,
-      sequenceIndex: entry.index,
-      cumulativeTokenUsage: { promptTokens, completionTokens, totalTokens },
-      stepTokens: entry.stepTokens,
-      pending: undefined,
-      log: undefined,
-    };
-    return { entry, state: at };
-  });
-}
-
-/** How many entries the log has dropped so far to stay within its capacity. */
-export function droppedEntries(log: SessionLog | undefined): number {
-  if (log === undefined) return 0;
-  return log.seq - log.entries.length;
+  const logged = { ...state, log: next };
+  // Several applies may log onto one state object in a row (a reset right after a turn):
+  // keep the entries of each.
+  const earlier = pendingEntries.get(state);
+  pendingEntries.set(logged, earlier ? [...earlier, ...entries] : entries);
+  return logged;
 }
 
 /**
- * How `before` became `after`: `drop` tools removed from its front, then `add` appended. The
- * history only ever grows at the end and is trimmed at the front (or cleared), so the common
- * cases cost a comparison or two; any other change is stored as a full replacement.
+ * Entries waiting to be appended, by the state object a store is given to write. A WeakMap, not
+ * a field: the entries never become part of the state, and a store that keeps no log ignores
+ * them without any cost.
  */
-export function historyDelta(before: readonly string[], after: readonly string[]): { add: string[]; drop: number } {
-  if (before === after) return NO_DELTA;
-  for (let drop = 0; drop <= before.length; drop++) {
-    const kept = before.length - drop;
-    if (kept > after.length) continue;
-    let same = true;
-    for (let i = 0; i < kept; i++) {
-      if (before[drop + i] !== after[i]) {
-        same = false;
-        break;
-      }
-    }
-    if (same) return { add: after.slice(kept), drop };
-  }
-  // Unreachable: dropping everything always matches.
-  return { add: after.slice(), drop: before.length };
+const pendingEntries = new WeakMap<OrchestrationState, readonly SessionLogEntry[]>();
+
+/**
+ * `to`, a copy of `from` made after logging (to stamp a field), with the entries `from` waits to
+ * append: a copy is a new object, and the entries are attached to the object, not its fields.
+ */
+export function keepLogEntries(from: OrchestrationState, to: OrchestrationState): OrchestrationState {
+  const entries = pendingEntries.get(from);
+  if (entries !== undefined) pendingEntries.set(to, entries);
+  return to;
 }
 
-const NO_DELTA: { add: string[]; drop: number } = Object.freeze({ add: [], drop: 0 }) as {
-  add: string[];
-  drop: number;
-};
-
-function applyDelta(history: readonly string[], entry: SessionLogEntry): string[] {
-  const kept = entry.drop ? history.slice(entry.drop) : history.slice();
-  if (entry.add) kept.push(...entry.add);
-  return kept;
+/**
+ * The log entries a store must append, in the same atomic write, when it writes `state` (the
+ * object its updater returned), or undefined when there are none.
+ */
+export function logEntriesOf(state: OrchestrationState): readonly SessionLogEntry[] | undefined {
+  return pendingEntries.get(state);
 }
 
-/** What is wrong with `value` as a {@link SessionLog}, or undefined when nothing is. */
+/** The state of the session right after `entry`, as far as the log knows it (no running calls). */
+export function stateAtEntry(current: OrchestrationState, entry: SessionLogEntry): OrchestrationState {
+  const [promptTokens, completionTokens, totalTokens] = entry.usage;
+  return {
+    ...current,
+    activeStep: entry.step,
+    recentlyUsedTools: entry.history,
+    sequenceIndex: entry.index,
+    cumulativeTokenUsage: { promptTokens, completionTokens, totalTokens },
+    stepTokens: entry.stepTokens,
+    pending: undefined,
+  };
+}
+
+/** What is wrong with `value` as {@link SessionLogState}, or undefined when nothing is. */
 export function sessionLogProblem(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'expected an object';
   const log = value as Record<string, unknown>;
@@ -204,33 +168,33 @@ export function sessionLogProblem(value: unknown): string | undefined {
     return 'expected capacity, seq and turn to be non-negative integers';
   }
   if (log.key !== undefined && typeof log.key !== 'string') return 'expected key to be a string';
-  if (!isNames(log.base) || !isNames(log.tail)) return 'expected base and tail to be arrays of tool names';
-  if (!Array.isArray(log.entries)) return 'expected entries to be an array';
-  for (const [i, raw] of log.entries.entries()) {
-    const entry = raw as Record<string, unknown> | null;
-    const ok =
-      typeof entry === 'object' &&
-      entry !== null &&
-      isCount(entry.seq) &&
-      isCount(entry.at) &&
-      isCount(entry.turn) &&
-      isCount(entry.index) &&
-      typeof entry.event === 'object' &&
-      entry.event !== null &&
-      typeof (entry.event as { type?: unknown }).type === 'string' &&
-      (entry.step === undefined || typeof entry.step === 'string') &&
-      (entry.add === undefined || isNames(entry.add)) &&
-      (entry.drop === undefined || isCount(entry.drop)) &&
-      Array.isArray(entry.usage) &&
-      entry.usage.length === 3 &&
-      entry.usage.every(isCount);
-    if (!ok) return `entries[${i}] is not a log entry (seq, at, turn, event, index, usage)`;
-  }
   return undefined;
 }
 
-function isNames(value: unknown): value is string[] {
-  return Array.isArray(value) && value.every((item) => typeof item === 'string');
+/**
+ * Checks an entry read back from a store and returns it; throws an Error naming what is wrong
+ * (a store's log is its own data: damage there is a fault of the store, not of a request).
+ */
+export function assertLogEntry(value: unknown, where: string): SessionLogEntry {
+  const entry = value as Record<string, unknown> | null;
+  const ok =
+    typeof entry === 'object' &&
+    entry !== null &&
+    isCount(entry.seq) &&
+    isCount(entry.at) &&
+    isCount(entry.turn) &&
+    isCount(entry.index) &&
+    typeof entry.event === 'object' &&
+    entry.event !== null &&
+    typeof (entry.event as { type?: unknown }).type === 'string' &&
+    (entry.step === undefined || typeof entry.step === 'string') &&
+    Array.isArray(entry.history) &&
+    entry.history.every((tool) => typeof tool === 'string') &&
+    Array.isArray(entry.usage) &&
+    entry.usage.length === 3 &&
+    entry.usage.every(isCount);
+  if (!ok) throw new Error(`${where} is not an event log entry (seq, at, turn, event, index, history, usage)`);
+  return value as SessionLogEntry;
 }
 
 function isCount(value: unknown): value is number {

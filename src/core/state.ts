@@ -2,7 +2,7 @@
  * Per-session orchestration state (SPEC section 6): plain JSON, so every store can keep it.
  */
 import { InvalidArgumentError } from './errors.js';
-import { type SessionLog, sessionLogProblem } from './session-log.js';
+import { type SessionLogState, sessionLogProblem } from './session-log.js';
 
 /** Token usage summed over every model call of a session. */
 export interface TokenUsage {
@@ -57,10 +57,10 @@ export interface OrchestrationState {
    */
   agentId?: string;
   /**
-   * The session's bounded event log, when its manager keeps one (`eventLog`): its latest
-   * decisions, written with the changes they describe (see `src/core/session-log.ts`).
+   * The counters of the session's event log, when its manager keeps one (`eventLog`); the
+   * entries themselves are kept by the store, next to the state (see `src/core/session-log.ts`).
    */
-  log?: SessionLog;
+  log?: SessionLogState;
 }
 
 /** A user message kept in the pending log: its identity and text (for message conditions). */

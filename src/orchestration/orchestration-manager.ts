@@ -21,7 +21,7 @@ import { InvalidArgumentError } from '../core/errors.js';
 import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import type { OrchestrationStep } from '../core/schema.js';
-import { appendToLog, historyDelta, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
+import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
   createState,
@@ -417,7 +417,7 @@ class PendingApply {
       }
       if (state.recentlyUsedTools !== before.recentlyUsedTools) {
         const ids = committedCalls(before, state);
-        for (const tool of historyDelta(before.recentlyUsedTools, state.recentlyUsedTools).add) {
+        for (const tool of appendedTools(before.recentlyUsedTools, state.recentlyUsedTools)) {
           const index = ids.findIndex((call) => call.tool === tool);
           const id = index < 0 ? undefined : ids.splice(index, 1)[0]?.id;
           items.push({
@@ -431,12 +431,7 @@ class PendingApply {
         items.push({ event: withoutSession(event), state });
       }
     }
-    if (items.length > 0) {
-      state = {
-        ...state,
-        log: appendToLog(state.log, this.eventLog, items, this.context.now, this.context.message?.key),
-      };
-    }
+    if (items.length > 0) state = appendToLog(state, this.eventLog, items, this.context.now, this.context.message?.key);
     this.events = events.length === 0 ? NO_EVENTS : events;
     this.decisions = decisions;
     this.changed = state !== current;
@@ -448,6 +443,21 @@ class PendingApply {
 function withoutSession(event: OrchestrationEvent): LoggedEvent {
   const { sessionId: _session, ...rest } = event;
   return rest as LoggedEvent;
+}
+
+/**
+ * The tools appended to a history that went from `before` to `after`: it grows at the end and
+ * is trimmed at the front (one that shrank, as after a reset, appended nothing).
+ */
+function appendedTools(before: readonly string[], after: readonly string[]): readonly string[] {
+  for (let drop = 0; drop <= before.length; drop++) {
+    const kept = before.length - drop;
+    if (kept > after.length) continue;
+    let same = true;
+    for (let i = 0; i < kept && same; i++) same = before[drop + i] === after[i];
+    if (same) return after.slice(kept);
+  }
+  return after;
 }
 
 /** The reserved calls of `before` that `after` committed (gone from the pending log, in order). */

@@ -4,7 +4,7 @@
  */
 import { addTokenUsage, appendBounded, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { appendToLog } from '../core/session-log.js';
+import { appendToLog, keepLogEntries } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
   assertSessionId,
@@ -121,7 +121,7 @@ export class OrchestrationStateManager {
     const base = current ?? createState(sessionId, now, this.ttl);
     const next = fn(base);
     if (next === base) return base;
-    return next.lastAccessed === now ? next : { ...next, lastAccessed: now };
+    return next.lastAccessed === now ? next : keepLogEntries(next, { ...next, lastAccessed: now });
   }
 
   /** The session's full state, or null when it does not exist. */
@@ -230,7 +230,7 @@ export class OrchestrationStateManager {
       };
       if (current.log === undefined) return reset;
       const marker = { event: { type: 'session-reset' as const }, state: reset };
-      return { ...reset, log: appendToLog(current.log, current.log.capacity, [marker], this.clock(), undefined) };
+      return appendToLog({ ...reset, log: current.log }, current.log.capacity, [marker], this.clock(), undefined);
     });
   }
 

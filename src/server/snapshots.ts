@@ -5,7 +5,7 @@
 import type { StepInfo } from '../ai-sdk/orchestrate.js';
 import type { OrchestrationPlan } from '../core/compile.js';
 import type { Explanation } from '../core/engine.js';
-import { droppedEntries, replayLog } from '../core/session-log.js';
+import { type SessionLogEntry, stateAtEntry } from '../core/session-log.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
 import { budgetOf, shadowOf } from '../core/transition.js';
 import type {
@@ -86,22 +86,24 @@ function toolStatuses(explanation: Explanation): ToolStatus[] {
 }
 
 /**
- * The body of `GET /api/sessions/:id/events`: the entries of the session's event log after
- * seq `after` (at most `limit`), each with the state it left and every tool allowed then or
- * why not, explained by `explain` (the same explanation as the session routes').
+ * The body of `GET /api/sessions/:id/events`: the session's log `entries` (as its store keeps
+ * them, oldest first) after seq `after` (at most `limit`), each with the state it left and every
+ * tool allowed then or why not, explained by `explain` (the same explanation as the session
+ * routes').
  */
 export function sessionEventsResponse(
   agentId: string,
   plan: OrchestrationPlan,
   state: OrchestrationState,
+  entries: readonly SessionLogEntry[],
   explain: (state: OrchestrationState) => Explanation,
   page: { after: number; limit: number },
 ): SessionEventsResponse {
-  const log = state.log;
   const events: SessionEventEntry[] = [];
-  for (const { entry, state: at } of replayLog(state)) {
+  for (const entry of entries) {
     if (entry.seq <= page.after) continue;
     if (events.length === page.limit) break;
+    const at = stateAtEntry(state, entry);
     const explanation = explain(at);
     const snapshot = restingSnapshot(agentId, at, explanation, false);
     if (shadowOf(plan, at)) snapshot.shadow = { wouldOffer: [...explanation.allowedTools] };
@@ -116,11 +118,13 @@ export function sessionEventsResponse(
       tools: toolStatuses(explanation),
     });
   }
+  const first = entries[0]?.seq;
   return {
     sessionId: state.sessionId,
     agentId,
-    capacity: log?.capacity ?? 0,
-    dropped: droppedEntries(log),
+    capacity: state.log?.capacity ?? 0,
+    // Every entry before the oldest kept was dropped (all of them, when none is kept).
+    dropped: first === undefined ? (state.log?.seq ?? 0) : first - 1,
     nextAfter: events.at(-1)?.seq ?? page.after,
     events,
   };

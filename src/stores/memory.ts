@@ -3,6 +3,7 @@
  * writes without yielding to the event loop.
  */
 import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
+import { logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertSessionId, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -20,6 +21,8 @@ interface Entry {
   state: OrchestrationState;
   /** Milliseconds since the epoch; `Infinity` when the session never expires. */
   expiresAt: number;
+  /** The session's event log, oldest first: it goes with the entry (delete, expiry, eviction). */
+  log?: SessionLogEntry[];
 }
 
 /** Creates an in-memory {@link SessionStore} with sliding TTL and LRU eviction. */
@@ -87,12 +90,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // Nothing to write: no renewal either, as in every store (TTLs ride on writes).
     if (next === undefined || next === current) return current;
     const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
+    const appended = logEntriesOf(next);
     if (entry !== undefined) {
       entry.state = stored;
+      if (appended) entry.log = appendBounded(entry.log, appended, stored);
       touch(sessionId, entry, at);
       return stored;
     }
-    entries.set(sessionId, { state: stored, expiresAt: expiryOf(stored, at) });
+    const created: Entry = { state: stored, expiresAt: expiryOf(stored, at) };
+    if (appended) created.log = appendBounded(undefined, appended, stored);
+    entries.set(sessionId, created);
     if (entries.size > maxSessions) {
       // Evict the least recently used (first in iteration order).
       for (const id of entries.keys()) {
@@ -116,6 +123,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
       // Atomic: updateSync reads, computes and writes without yielding to the event loop.
       return updateSync(sessionId, fn);
     },
+    async readLog(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      return live(sessionId, now())?.log?.slice() ?? [];
+    },
     async delete(sessionId) {
       assertSessionId(sessionId);
       checkOpen();
@@ -131,4 +143,17 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
       entries.clear();
     },
   };
+}
+
+/** `log` with `added` appended, keeping the newest `state.log.capacity` entries. */
+function appendBounded(
+  log: SessionLogEntry[] | undefined,
+  added: readonly SessionLogEntry[],
+  state: OrchestrationState,
+): SessionLogEntry[] {
+  const next = log ?? [];
+  next.push(...added);
+  const excess = next.length - (state.log?.capacity ?? next.length);
+  if (excess > 0) next.splice(0, excess);
+  return next;
 }

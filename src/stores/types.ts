@@ -3,6 +3,7 @@
  * `update(sessionId, fn)`, so that two changes to one session, from one process or from
  * many sharing a store, never lose either one (SPEC section 6).
  */
+import type { SessionLogEntry } from '../core/session-log.js';
 import type { OrchestrationState } from '../core/state.js';
 
 /**
@@ -36,6 +37,15 @@ export interface SessionStore {
    * manager uses it to skip promise round trips on its hot path; same contract otherwise.
    */
   updateSync?(sessionId: string, fn: StateUpdater): OrchestrationState | undefined;
+  /**
+   * The session's event log, oldest first, or `[]` when it has none (see
+   * `src/core/session-log.ts`). A store that implements it appends the entries
+   * `logEntriesOf(next)` of every state `next` it writes, in the same atomic write (entries of
+   * an attempt that lost a compare-and-set are never appended); keeps the newest
+   * `next.log.capacity` of them; and removes them with the session (delete, expiry, eviction).
+   * A store without it keeps no event log: the manager's `eventLog` then records nothing.
+   */
+  readLog?(sessionId: string): Promise<SessionLogEntry[]>;
   /** Removes the session; resolves to whether it existed. */
   delete(sessionId: string): Promise<boolean>;
   /** Removes expired sessions now and resolves to how many were removed. */

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BatonError } from '../core/errors.js';
+import { appendToLog, type LoggedEvent, type SessionLogEntry } from '../core/session-log.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StoreOptions } from '../stores/types.js';
 import { createFakeClock } from './fake-clock.js';
@@ -214,6 +215,102 @@ export function testStore(options: TestStoreOptions): void {
       await store.update('d', () => state('d'));
       expect(await store.get('b')).toBeUndefined();
       for (const id of ['a', 'c', 'd']) expect(await store.get(id)).toBeDefined();
+    });
+
+    describe('event log', () => {
+      /** An updater that adds `tool` and logs it, as the manager does, keeping `capacity` entries. */
+      const logged =
+        (tool: string, capacity = 100, patch: Partial<OrchestrationState> = {}) =>
+        (current: OrchestrationState | undefined) => {
+          const base = current ?? state('unused');
+          const next = { ...base, ...patch, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
+          const event: LoggedEvent = { type: 'tool-recorded', tool, step: undefined };
+          return appendToLog(next, capacity, [{ event, state: next }], 1_000, 'm1');
+        };
+      const tools = (entries: readonly SessionLogEntry[]) =>
+        entries.map((entry) => (entry.event.type === 'tool-recorded' ? entry.event.tool : entry.event.type));
+      /** The store's log, failing clearly for a store that keeps none. */
+      const readLog = (store: SessionStore, sessionId: string) => {
+        if (store.readLog === undefined) throw new Error(`${store.name} keeps no event log (no readLog)`);
+        return store.readLog(sessionId);
+      };
+      const keepsLog = async () => (await make()).readLog !== undefined;
+
+      it('appends the entries of each write with it, in order, whole', async () => {
+        const store = await make();
+        if (store.readLog === undefined) {
+          // A store without an event log still writes the state of an update that logs.
+          await store.update('plain', logged('a'));
+          expect((await store.get('plain'))?.recentlyUsedTools).toEqual(['a']);
+          return;
+        }
+        expect(await readLog(store, 'nobody')).toEqual([]);
+        await store.update('s', logged('a'));
+        await store.update('s', logged('b'));
+        // An update that changes nothing appends nothing.
+        await store.update('s', (current) => current);
+        const entries = await readLog(store, 's');
+        expect(entries.map((entry) => entry.seq)).toEqual([1, 2]);
+        expect(tools(entries)).toEqual(['a', 'b']);
+        expect(entries[1]).toMatchObject({ turn: 1, at: 1_000, history: ['a', 'b'], index: 0, usage: [0, 0, 0] });
+        expect((await store.get('s'))?.log).toMatchObject({ capacity: 100, seq: 2, turn: 1 });
+      });
+
+      it('keeps only the newest capacity entries', async () => {
+        if (!(await keepsLog())) return;
+        const store = await make();
+        for (let i = 0; i < 12; i++) await store.update('bounded', logged(`t${i}`, 5));
+        const entries = await readLog(store, 'bounded');
+        expect(entries.map((entry) => entry.seq)).toEqual([8, 9, 10, 11, 12]);
+        expect(tools(entries)).toEqual(['t7', 't8', 't9', 't10', 't11']);
+      });
+
+      it('appends nothing for an update that throws, and loses none of 100 concurrent logged updates', async () => {
+        if (!(await keepsLog())) return;
+        const store = await make();
+        await store.update('hot', logged('first'));
+        await store
+          .update('hot', () => {
+            throw new Error('boom');
+          })
+          .catch(() => undefined);
+        await Promise.all(Array.from({ length: 100 }, (_, i) => store.update('hot', logged(`t${i}`, 1000))));
+        const entries = await readLog(store, 'hot');
+        // Every write's entry once, numbered without gaps in the order the writes were applied.
+        expect(entries.map((entry) => entry.seq)).toEqual(Array.from({ length: 101 }, (_, i) => i + 1));
+        expect(new Set(tools(entries)).size).toBe(101);
+        // Each entry's history is the state's at that write: one tool longer than the entry before.
+        expect(entries.map((entry) => entry.history.length)).toEqual(Array.from({ length: 101 }, (_, i) => i + 1));
+        expect(entries.at(-1)!.history).toEqual((await store.get('hot'))?.recentlyUsedTools);
+      });
+
+      it('removes the log with the session, and a new session with that id starts a new log', async () => {
+        if (!(await keepsLog())) return;
+        const store = await make();
+        await store.update('gone', logged('a'));
+        await store.delete('gone');
+        expect(await readLog(store, 'gone')).toEqual([]);
+        await store.update('gone', (current) => {
+          const fresh = current ?? state('gone');
+          const event: LoggedEvent = { type: 'session-reset' };
+          return appendToLog(fresh, 100, [{ event, state: fresh }], 2_000, undefined);
+        });
+        expect((await readLog(store, 'gone')).map((entry) => entry.seq)).toEqual([1]);
+      });
+
+      if (clockMode === 'fake') {
+        it('expires and sweeps the log with its session', async () => {
+          if (!(await keepsLog())) return;
+          const clock = createFakeClock(1_000_000);
+          const store = await make({ now: clock.now });
+          await store.update('brief', logged('a', 100, { ttl: 10 }));
+          expect(await readLog(store, 'brief')).toHaveLength(1);
+          clock.advance(11);
+          expect(await readLog(store, 'brief')).toEqual([]);
+          await store.sweep();
+          expect(await readLog(store, 'brief')).toEqual([]);
+        });
+      }
     });
 
     if (options.shared !== false) {

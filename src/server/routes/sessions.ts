@@ -41,21 +41,22 @@ export function sessionRoutes(agents: ServedAgents, sessions: SessionSource): Ho
     })
     .get('/:sessionId/events', async (c) => {
       // Checked first: in stateless mode the session cannot even be read without its token.
-      if (sessions.stateless || sessions.manager.eventLog === 0) {
-        throw new HttpError(
-          'not-available',
-          sessions.stateless
+      const store = sessions.stateless ? undefined : await sessions.manager.getStateManager().store();
+      if (store === undefined || sessions.manager.eventLog === 0 || store.readLog === undefined) {
+        const why =
+          store === undefined
             ? 'This server is stateless: it keeps no event log, because a session travels in its token.'
-            : 'This server keeps no event log: start it with --event-log <n> (or createApp({ eventLog }), or a manager created with eventLog).',
-          { path: 'path.sessionId' },
-        );
+            : sessions.manager.eventLog === 0
+              ? 'This server keeps no event log: start it with --event-log <n> (or createApp({ eventLog }), or a manager created with eventLog).'
+              : `This server's session store (${store.name}) keeps no event log.`;
+        throw new HttpError('not-available', why, { path: 'path.sessionId' });
       }
       const page = parseEventsQuery(c.req.query());
       const { served, state } = await sessionOf(c);
+      const entries = await store.readLog(state.sessionId);
       const plan = sessions.manager.plan(served.agent.template);
-      return c.json(
-        sessionEventsResponse(served.agent.id, plan, state, (at) => explainState(sessions.manager, served, at), page),
-      );
+      const explain = (at: OrchestrationState) => explainState(sessions.manager, served, at);
+      return c.json(sessionEventsResponse(served.agent.id, plan, state, entries, explain, page));
     })
     .post('/:sessionId/reset', async (c) => {
       const { served, state, token } = await sessionOf(c);
