@@ -14,8 +14,8 @@
  *   (nothing allowed is lost), with the same active step and sequence position.
  *
  * It runs on all four stores; on the durable ones, the turns alternate between two store
- * instances, as two processes would (separate caches and queues, racing compare-and-set). On
- * memory and SQLite the managers also keep an event log, which must read as one story.
+ * instances, as two processes would (separate caches and queues, racing compare-and-set). The
+ * managers also keep an event log, which must read as one story (verifyEventLog).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -87,7 +87,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
       'holds',
       async () => {
         const stores: SessionStore[] = [redisStore({ url: REDIS_URL, prefix }), redisStore({ url: REDIS_URL, prefix })];
-        const managers = stores.map((store) => createOrchestrationManager({ store }));
+        const managers = stores.map((store) => createOrchestrationManager({ store, eventLog: 1000 }));
         await property(() => managers, 40);
         for (const store of stores) await store.close();
       },
@@ -112,7 +112,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
           postgresStore({ connectionString: POSTGRES_URL, table }),
           postgresStore({ connectionString: POSTGRES_URL, table }),
         ];
-        const managers = stores.map((store) => createOrchestrationManager({ store }));
+        const managers = stores.map((store) => createOrchestrationManager({ store, eventLog: 1000 }));
         await property(() => managers, 25);
         for (const store of stores) await store.close();
       },
