@@ -15,8 +15,8 @@ import { serve } from '@hono/node-server';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
-import type { AgentDetailResponse, SessionResponse } from '../src/server/api-types.js';
-import { createApp } from '../src/server/create-app.js';
+import type { AgentDetailResponse, SessionEventsResponse, SessionResponse } from '../src/server/api-types.js';
+import { type BatonApp, createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
 import {
   assertChromium,
@@ -36,7 +36,24 @@ const THIRD_QUESTION = 'Critique the argument that remote work improves producti
 const SHOTS = join(ROOT, '.tmp', 'inspector');
 const UPDATE_DOCS = process.env.BATON_UPDATE_SCREENSHOTS === '1';
 
+/** A signing key for the stateless server (32 bytes or more). */
+const STATE_KEY = 'inspector-browser-test-state-key-0123456789';
+
 const runs = browserTestsRun('inspector browser tests');
+
+/** Serves `app` on a free port of 127.0.0.1 in this process (for setups `baton serve` has no flag for). */
+async function serveInProcess(app: BatonApp): Promise<{ url: string; close: () => Promise<void> }> {
+  const listening = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await new Promise<void>((resolve) => listening.once('listening', () => resolve()));
+  const { port } = listening.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      await new Promise((resolve) => listening.close(resolve));
+      await app.close();
+    },
+  };
+}
 
 /** A box in page coordinates (not moved by scrolling), rounded to the pixel. */
 interface PageBox {
@@ -361,6 +378,20 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
 
+    // The session timeline fits too: a decision opened on the phone stays within its width, and
+    // nothing in it scrolls on its own.
+    const timeline = page.getByTestId('session-timeline');
+    await expect.poll(() => timeline.getByTestId('timeline-entry').last().getAttribute('data-type')).toBe('turn-ended');
+    await timeline.locator('[data-testid=timeline-entry][data-type=tools-offered]').nth(1).tap();
+    const then = timeline.getByTestId('timeline-state');
+    await then.waitFor();
+    expect(await then.getByTestId('timeline-active-step').getAttribute('data-step')).toBe('ResearchMode');
+    const box = (await then.boundingBox())!;
+    expect(box.x).toBeGreaterThanOrEqual(0);
+    expect(box.x + box.width).toBeLessThanOrEqual(390);
+    expect(await innerScrollers(page)).toEqual([]);
+    expect(await overflowsHorizontally(page)).toBe(false);
+
     await screenshot(page, 'inspector-mobile.png', true);
     expect(errors).toEqual([]);
     await context.close();
@@ -375,7 +406,7 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     const sessionId = (await page.getByTestId('session-id').textContent())?.trim() ?? '';
     expect(await page.getByTestId('active-step').getAttribute('data-step')).toBe('EvaluationMode');
 
-    await page.getByRole('button', { name: 'Reset' }).click();
+    await page.getByRole('button', { name: 'Reset', exact: true }).click();
     await expect.poll(() => page.getByTestId('recent-tools').count()).toBe(0);
     const reset = (await (await fetch(`${url}/api/sessions/${sessionId}`)).json()) as SessionResponse;
     expect(reset.state.recentlyUsedTools).toEqual([]);
@@ -413,6 +444,176 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     // The browser logs the 404 of the failed resume; nothing else may go wrong.
     expect(errors.filter((e) => !/status of 404/.test(e))).toEqual([]);
     await context.close();
+  });
+
+  it('lists every decision of the session by turn, and shows the session at an earlier one', async () => {
+    const context = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+    const { page, errors } = await open(context, url);
+    await page.getByTestId('agent-picker').selectOption('cognitive-reasoner');
+    await page.locator('[data-testid=graph-node][data-step=ResearchMode]').waitFor();
+    const timeline = page.getByTestId('session-timeline');
+    expect(await timeline.getByTestId('session-timeline-empty').count()).toBe(1);
+
+    for (const [index, question] of [QUESTION, SECOND_QUESTION].entries()) {
+      await page.getByTestId('message-input').fill(question);
+      await page.getByTestId('message-input').press('Enter');
+      await page.getByTestId('message-assistant').nth(index).getByTestId('message-text').first().waitFor();
+      await page.getByTestId('send').waitFor();
+      // The timeline is refreshed once the turn's final part has come: its last decision is the turn's end.
+      await expect
+        .poll(() => timeline.getByTestId('timeline-turn').last().getAttribute('data-turn'))
+        .toBe(String(index + 1));
+      await expect
+        .poll(() => timeline.getByTestId('timeline-entry').last().getAttribute('data-type'))
+        .toBe('turn-ended');
+    }
+
+    // Every decision the server logged, in its order, grouped by turn.
+    const sessionId = (await page.getByTestId('session-id').textContent())?.trim() ?? '';
+    const log = (await (await fetch(`${url}/api/sessions/${sessionId}/events`)).json()) as SessionEventsResponse;
+    expect(log.dropped).toBe(0);
+    const rows = timeline.getByTestId('timeline-entry');
+    const shown = await rows.evaluateAll((buttons) =>
+      buttons.map((b) => ({
+        seq: Number(b.getAttribute('data-seq')),
+        type: b.getAttribute('data-type'),
+        turn: Number(b.closest('[data-turn]')?.getAttribute('data-turn')),
+      })),
+    );
+    expect(shown).toEqual(log.events.map(({ seq, event, turn }) => ({ seq, type: event.type, turn })));
+    expect(new Set(shown.map((row) => row.turn))).toEqual(new Set([1, 2]));
+
+    // Each row says what was decided: the research turn's step, then each tool offered alone in
+    // the sequence's order, reserved, used, the sequence advancing; then the comparison turn's.
+    const turns = timeline.getByTestId('timeline-turn');
+    const text = async (turn: number) =>
+      (
+        await turns
+          .nth(turn - 1)
+          .getByTestId('timeline-entry')
+          .allTextContents()
+      ).join('\n');
+    expect(await text(1)).toMatch(
+      /^#1step → ResearchMode\n#2offered: search\n#3reserved search\n#4used search\n#5sequence 1\/3 \(search\)\n#6offered: think\n[\s\S]*sequence 3\/3 \(reflect\)\n[\s\S]*#16turn ended in ResearchMode$/,
+    );
+    expect(await text(2)).toMatch(
+      /step ResearchMode → ComparisonMode\n[\s\S]*offered: search\n[\s\S]*offered: compare\n[\s\S]*offered: reflect\n[\s\S]*turn ended in ComparisonMode$/,
+    );
+
+    // The newest turn is open with its newest decision on screen; the older one is folded.
+    expect(await turns.nth(1).evaluate((details) => (details as HTMLDetailsElement).open)).toBe(true);
+    expect(await turns.nth(0).evaluate((details) => (details as HTMLDetailsElement).open)).toBe(false);
+    expect(await rows.last().isVisible()).toBe(true);
+
+    // Now (end of the comparison turn): search is allowed, think is not.
+    const live = (tool: string) => page.locator(`[data-testid=tool-status][data-tool=${tool}]`);
+    await expect.poll(() => live('search').getAttribute('data-allowed')).toBe('true');
+    expect(await live('think').getByTestId('tool-reason').textContent()).toBe(
+      'step "ComparisonMode" allows only search, compare, reflect',
+    );
+
+    // Open the first turn and, with the keyboard, the decision that offered think: the session
+    // then was in ResearchMode, one of three done, think its only allowed tool, search blocked
+    // because the sequence expected think; the server's explanation of that point, word for word.
+    await turns.nth(0).locator('summary').click();
+    const offeredThink = log.events.find(
+      (e) => e.event.type === 'tools-offered' && e.turn === 1 && e.state.sequence?.index === 1,
+    )!;
+    const row = timeline.locator(`[data-testid=timeline-entry][data-seq="${offeredThink.seq}"]`);
+    expect(await row.textContent()).toBe(`#${offeredThink.seq}offered: think`);
+    await row.focus();
+    await page.keyboard.press('Enter');
+    expect(await row.getAttribute('aria-expanded')).toBe('true');
+    const then = timeline.getByTestId('timeline-state');
+    await then.waitFor();
+    expect(await then.getAttribute('data-seq')).toBe(String(offeredThink.seq));
+    expect(await then.getByTestId('timeline-active-step').getAttribute('data-step')).toBe('ResearchMode');
+    expect(await page.getByTestId('active-step').getAttribute('data-step')).toBe('ComparisonMode');
+    expect(await then.getByTestId('timeline-sequence-summary').textContent()).toBe('Sequence 1 of 3 done');
+    const past = (tool: string) => then.locator(`[data-testid=timeline-tool-status][data-tool=${tool}]`);
+    expect(
+      await then
+        .locator('[data-testid=timeline-tool-status][data-allowed=true]')
+        .evaluateAll((items) => items.map((i) => i.getAttribute('data-tool'))),
+    ).toEqual(['think']);
+    const searchThen = offeredThink.tools.find((t) => t.tool === 'search')!;
+    expect(searchThen.reason?.message).toBe('step "ResearchMode" expects think next (position 2 of 3)');
+    expect(await past('search').getAttribute('data-allowed')).toBe('false');
+    expect(await past('search').getByTestId('timeline-tool-reason').textContent()).toBe(searchThen.reason!.message);
+    for (const { tool, allowed, reason } of offeredThink.tools) {
+      expect(await past(tool).getAttribute('data-allowed'), tool).toBe(String(allowed));
+      if (reason) expect(await past(tool).getByTestId('timeline-tool-reason').textContent(), tool).toBe(reason.message);
+    }
+    expect(await then.getByTestId('timeline-recent-tools').textContent()).toBe('search');
+    expect(await then.getByTestId('timeline-token-total').textContent()).toBe(
+      offeredThink.state.tokenUsage.totalTokens.toLocaleString('en-US'),
+    );
+    // The live panel still shows the session now.
+    expect(await live('search').getAttribute('data-allowed')).toBe('true');
+    await screenshot(page, 'inspector-timeline.png');
+
+    // Enter again folds it away.
+    await page.keyboard.press('Enter');
+    await expect.poll(() => timeline.getByTestId('timeline-state').count()).toBe(0);
+
+    // A reset is a decision too, logged after the turns' ones.
+    await page.getByRole('button', { name: 'Reset', exact: true }).click();
+    await expect
+      .poll(() => timeline.getByTestId('timeline-entry').last().getAttribute('data-type'))
+      .toBe('session-reset');
+    expect(await overflowsHorizontally(page)).toBe(false);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('says how many old decisions the bounded log dropped, and why a stateless server shows none', async () => {
+    const template = await loadTemplate(join(ROOT, 'examples/agents/cognitive-reasoner.json'));
+    const small = await serveInProcess(createApp({ agents: [{ template }], model: 'offline', eventLog: 10 }));
+    const stateless = await serveInProcess(
+      createApp({ agents: [{ template }], model: 'offline', stateless: { keys: [STATE_KEY] } }),
+    );
+    try {
+      const context = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+      const { page, errors } = await open(context, small.url);
+      await page.getByTestId('message-input').fill(QUESTION);
+      await page.getByTestId('message-input').press('Enter');
+      const timeline = page.getByTestId('session-timeline');
+      await expect
+        .poll(() => timeline.getByTestId('timeline-entry').last().getAttribute('data-type'))
+        .toBe('turn-ended');
+      // The research turn logs 16 decisions; the server keeps the last 10.
+      expect(await timeline.getByTestId('session-timeline-dropped').textContent()).toBe(
+        '6 older decisions dropped (the server keeps the last 10).',
+      );
+      expect(
+        await timeline.getByTestId('timeline-entry').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-seq'))),
+      ).toEqual(['7', '8', '9', '10', '11', '12', '13', '14', '15', '16']);
+      expect(errors).toEqual([]);
+
+      // A stateless server keeps no log (the session travels in its token): the page says so, in its words.
+      const other = await open(context, stateless.url);
+      await other.page.getByTestId('message-input').fill(QUESTION);
+      await other.page.getByTestId('message-input').press('Enter');
+      const unavailable = other.page.getByTestId('session-timeline-unavailable');
+      await unavailable.waitFor();
+      expect(await unavailable.textContent()).toBe(
+        'This server is stateless: it keeps no event log, because a session travels in its token.',
+      );
+      expect(await other.page.getByTestId('timeline-entry').count()).toBe(0);
+      // Asked once per page, not at every turn: the browser logs that one 409. (The 401s are the
+      // session view's requests during the first turn, before the server has sent a state token.)
+      await other.page.getByTestId('message-input').fill(SECOND_QUESTION);
+      await other.page.getByTestId('message-input').press('Enter');
+      await other.page.getByTestId('message-assistant').nth(1).getByTestId('message-text').first().waitFor();
+      await other.page.getByTestId('send').waitFor();
+      expect(await unavailable.textContent()).toContain('This server is stateless');
+      expect(other.errors.filter((e) => /status of 409/.test(e))).toHaveLength(1);
+      expect(other.errors.filter((e) => !/status of (409|401)/.test(e))).toEqual([]);
+      await context.close();
+    } finally {
+      await small.close();
+      await stateless.close();
+    }
   });
 
   it('shows a tool call the model made against the orchestration as a rejected card', async () => {

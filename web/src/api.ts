@@ -6,6 +6,7 @@ import type {
   AgentDetailResponse,
   AgentListResponse,
   ApiErrorBody,
+  SessionEventsResponse,
   SessionResponse,
 } from '../../src/server/api-types.js';
 
@@ -111,4 +112,19 @@ export function resetSession(sessionId: string, stateToken?: string): Promise<Wi
 /** `DELETE /api/sessions/:sessionId`. */
 export async function deleteSession(sessionId: string, stateToken?: string): Promise<void> {
   await request<undefined>(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' }, stateToken);
+}
+
+/**
+ * `GET /api/sessions/:sessionId/events`: the session's logged decisions after seq `after`, at
+ * most `limit`. A server that keeps no event log answers 409 `not-available`.
+ */
+export async function getSessionEvents(
+  sessionId: string,
+  after: number,
+  limit: number,
+  stateToken?: string,
+): Promise<SessionEventsResponse> {
+  const query = new URLSearchParams({ after: String(after), limit: String(limit) });
+  const path = `/api/sessions/${encodeURIComponent(sessionId)}/events?${query}`;
+  return (await request<SessionEventsResponse>(path, {}, stateToken)).data;
 }

@@ -47,6 +47,8 @@ export function App() {
           snapshot={inspector.snapshot}
           tools={inspector.tools}
           timeline={inspector.timeline}
+          sessionTimeline={inspector.sessionTimeline}
+          hasSession={inspector.sessionId !== null}
         />
       </main>
       <TemplateView agent={inspector.agent} open={templateOpen} onClose={() => setTemplateOpen(false)} />

@@ -1,17 +1,21 @@
 /**
  * The orchestration as it stands: active step, step graph, sequence, tools allowed or blocked,
- * recent tools, token usage and the last turn's model steps. Updated from the stream's
- * `data-orchestration` parts and from the session API.
+ * recent tools, token usage and the last turn's model steps, updated from the stream's
+ * `data-orchestration` parts and from the session API; then the session timeline, from the
+ * session's event log.
  */
 
+import { ActiveStep } from './active-step.js';
 import type { LiveTool } from './live-tools.js';
 import { RecentTools } from './recent-tools.js';
 import { SequenceStrip } from './sequence-strip.js';
+import { SessionTimelinePanel } from './session-timeline.js';
 import { StepGraph } from './step-graph.js';
 import { TokenUsage } from './token-usage.js';
 import { ToolList } from './tool-list.js';
 import { TurnTimeline } from './turn-timeline.js';
 import type { AgentDetailResponse, OrchestrationSnapshot, TimelineEntry } from './types.js';
+import type { SessionTimeline } from './use-session-timeline.js';
 
 const NO_USAGE = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
@@ -21,11 +25,15 @@ export function OrchestrationPanel({
   snapshot,
   tools,
   timeline,
+  sessionTimeline,
+  hasSession,
 }: {
   agent: AgentDetailResponse | null;
   snapshot: OrchestrationSnapshot | null;
   tools: LiveTool[] | null;
   timeline: TimelineEntry[];
+  sessionTimeline: SessionTimeline;
+  hasSession: boolean;
 }) {
   const activeStep = snapshot?.activeStep ?? null;
   return (
@@ -36,24 +44,7 @@ export function OrchestrationPanel({
 
       <div className="orchestration-grid">
         <div className="orchestration-column">
-          <div className="active-step" data-testid="active-step" data-step={activeStep ?? ''}>
-            <span className="field-label">Active step</span>
-            <strong>{activeStep ?? (snapshot ? 'none (every tool allowed)' : 'none yet')}</strong>
-            {snapshot?.stepDescription && <p className="muted step-description">{snapshot.stepDescription}</p>}
-            {snapshot?.shadow && (
-              <p className="muted" data-testid="shadow-mode">
-                Shadow mode: nothing is enforced; decisions are only reported.
-              </p>
-            )}
-            {snapshot?.budget && (
-              <p className="error-text" data-testid="budget-spent" role="status">
-                Token budget{' '}
-                {snapshot.budget.scope === 'session' ? 'of the session' : `of step ${snapshot.budget.step}`} spent (
-                {snapshot.budget.used.toLocaleString('en-US')} of {snapshot.budget.limit.toLocaleString('en-US')}): no
-                tool is offered.
-              </p>
-            )}
-          </div>
+          <ActiveStep snapshot={snapshot} />
 
           <section className="subpanel" aria-labelledby="graph-title">
             <h3 id="graph-title">Steps</h3>
@@ -92,6 +83,8 @@ export function OrchestrationPanel({
           </section>
         </div>
       </div>
+
+      <SessionTimelinePanel timeline={sessionTimeline} agentTools={agent?.tools ?? []} hasSession={hasSession} />
     </section>
   );
 }

@@ -21,11 +21,19 @@ const STATE_TEXT: Record<PositionState, string> = {
   todo: 'to do',
 };
 
-/** The strip, or a note when the step has no sequence. */
-export function SequenceStrip({ sequence, step }: { sequence: SequenceProgress | null; step: string | null }) {
+/** The strip, or a note when the step has no sequence; `testIdPrefix` keeps a second strip's test ids apart. */
+export function SequenceStrip({
+  sequence,
+  step,
+  testIdPrefix = '',
+}: {
+  sequence: SequenceProgress | null;
+  step: string | null;
+  testIdPrefix?: string;
+}) {
   if (!sequence) {
     return (
-      <p className="muted" data-testid="sequence-none">
+      <p className="muted" data-testid={`${testIdPrefix}sequence-none`}>
         {step ? `Step ${step} requires no tool order.` : 'No active step yet.'}
       </p>
     );
@@ -35,7 +43,11 @@ export function SequenceStrip({ sequence, step }: { sequence: SequenceProgress |
     : `${sequence.index} of ${sequence.length} done${sequence.blocked ? ', blocked: no allowed tool fits' : ''}`;
   return (
     <div className="sequence">
-      <ol className="sequence-strip" data-testid="sequence-strip" aria-label={`Sequence of ${step ?? 'the step'}`}>
+      <ol
+        className="sequence-strip"
+        data-testid={`${testIdPrefix}sequence-strip`}
+        aria-label={`Sequence of ${step ?? 'the step'}`}
+      >
         {sequence.tools.map((alternatives, index) => {
           const state = positionState(sequence, index);
           const label = alternatives.join(' / ');
@@ -44,7 +56,7 @@ export function SequenceStrip({ sequence, step }: { sequence: SequenceProgress |
               // biome-ignore lint/suspicious/noArrayIndexKey: positions may repeat a tool; the index identifies a position
               key={`${index}:${label}`}
               className={`position position-${state}`}
-              data-testid="sequence-position"
+              data-testid={`${testIdPrefix}sequence-position`}
               data-tool={label}
               data-state={state}
               aria-current={state === 'current' || state === 'blocked' ? 'step' : undefined}
@@ -58,7 +70,7 @@ export function SequenceStrip({ sequence, step }: { sequence: SequenceProgress |
           );
         })}
       </ol>
-      <p className="muted sequence-summary" data-testid="sequence-summary">
+      <p className="muted sequence-summary" data-testid={`${testIdPrefix}sequence-summary`}>
         Sequence {summary}
       </p>
     </div>

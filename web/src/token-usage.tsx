@@ -3,11 +3,17 @@
  */
 import type { OrchestrationSnapshot } from './types.js';
 
-/** Cumulative token usage of the session. */
-export function TokenUsage({ usage }: { usage: OrchestrationSnapshot['tokenUsage'] }) {
+/** Cumulative token usage of the session; `testIdPrefix` keeps a second one's test ids apart. */
+export function TokenUsage({
+  usage,
+  testIdPrefix = '',
+}: {
+  usage: OrchestrationSnapshot['tokenUsage'];
+  testIdPrefix?: string;
+}) {
   const format = (n: number) => n.toLocaleString('en-US');
   return (
-    <dl className="token-usage" data-testid="token-usage">
+    <dl className="token-usage" data-testid={`${testIdPrefix}token-usage`}>
       <div>
         <dt>Prompt</dt>
         <dd>{format(usage.promptTokens)}</dd>
@@ -18,7 +24,7 @@ export function TokenUsage({ usage }: { usage: OrchestrationSnapshot['tokenUsage
       </div>
       <div>
         <dt>Total</dt>
-        <dd data-testid="token-total">{format(usage.totalTokens)}</dd>
+        <dd data-testid={`${testIdPrefix}token-total`}>{format(usage.totalTokens)}</dd>
       </div>
     </dl>
   );

@@ -4,15 +4,32 @@
  */
 import { type LiveTool, NOT_OFFERED } from './live-tools.js';
 
-/** The tool list; before the first message nothing is decided yet, so it names the tools only. */
-export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agentTools: string[] }) {
+/**
+ * The tool list; before the first message nothing is decided yet, so it names the tools only.
+ * `testIdPrefix` keeps the test ids of a second list on the page (the session timeline's) apart.
+ */
+export function ToolList({
+  tools,
+  agentTools,
+  testIdPrefix = '',
+}: {
+  tools: LiveTool[] | null;
+  agentTools: string[];
+  testIdPrefix?: string;
+}) {
   if (!tools) {
     return (
       <>
         <p className="muted tool-note">Your first message picks the step, and with it the allowed tools.</p>
-        <ul className="tool-list" data-testid="tool-list">
+        <ul className="tool-list" data-testid={`${testIdPrefix}tool-list`}>
           {agentTools.map((tool) => (
-            <li key={tool} className="tool-status" data-testid="tool-status" data-tool={tool} data-allowed="unknown">
+            <li
+              key={tool}
+              className="tool-status"
+              data-testid={`${testIdPrefix}tool-status`}
+              data-tool={tool}
+              data-allowed="unknown"
+            >
               <span className="tool-name">{tool}</span>
             </li>
           ))}
@@ -21,24 +38,32 @@ export function ToolList({ tools, agentTools }: { tools: LiveTool[] | null; agen
     );
   }
   return (
-    <ul className="tool-list" data-testid="tool-list">
+    <ul className="tool-list" data-testid={`${testIdPrefix}tool-list`}>
       {tools.map(({ tool, allowed, reason, wouldBlock }) => (
         <li
           key={tool}
           className={`tool-status ${allowed ? 'is-allowed' : 'is-blocked'}`}
-          data-testid="tool-status"
+          data-testid={`${testIdPrefix}tool-status`}
           data-tool={tool}
           data-allowed={String(allowed)}
         >
           <span className="tool-name">{tool}</span>
           <span className={`badge ${allowed ? 'badge-done' : 'badge-blocked'}`}>{allowed ? 'allowed' : 'blocked'}</span>
           {wouldBlock && (
-            <span className="tool-reason" data-testid="tool-would-block" data-code={reason?.code ?? 'pending'}>
+            <span
+              className="tool-reason"
+              data-testid={`${testIdPrefix}tool-would-block`}
+              data-code={reason?.code ?? 'pending'}
+            >
               would have blocked (shadow mode){reason ? `: ${reason.message}` : ''}
             </span>
           )}
           {!allowed && (
-            <span className="tool-reason" data-testid="tool-reason" data-code={reason?.code ?? 'pending'}>
+            <span
+              className="tool-reason"
+              data-testid={`${testIdPrefix}tool-reason`}
+              data-code={reason?.code ?? 'pending'}
+            >
               {reason?.message ?? NOT_OFFERED}
             </span>
           )}

@@ -4,11 +4,14 @@
  */
 import type { AgentDetailResponse, BatonUIMessage, OrchestrationSnapshot } from '../../src/server/api-types.js';
 
+export type { LoggedEvent } from '../../src/core/session-log.js';
 export type {
   AgentDetailResponse,
   AgentSummary,
   OrchestrationSnapshot,
   SequenceProgress,
+  SessionEventEntry,
+  SessionEventsResponse,
   SessionResponse,
   ToolStatus,
 } from '../../src/server/api-types.js';

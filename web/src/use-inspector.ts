@@ -24,6 +24,7 @@ import type {
   SessionResponse,
   TimelineEntry,
 } from './types.js';
+import { type SessionTimeline, useSessionTimeline } from './use-session-timeline.js';
 import { useSessionView } from './use-session-view.js';
 
 /** A problem shown to the user, with an id so it can be dismissed. */
@@ -44,6 +45,8 @@ export interface Inspector {
   /** Every tool as {@link snapshot} decided it, with reasons; null before the first message. */
   tools: LiveTool[] | null;
   timeline: TimelineEntry[];
+  /** Every logged decision of the session, with the state at each (from the session's event log). */
+  sessionTimeline: SessionTimeline;
   messages: InspectorMessage[];
   status: 'submitted' | 'streaming' | 'ready' | 'error';
   send: (text: string) => void;
@@ -74,6 +77,8 @@ export function useInspector(): Inspector {
   const stateTokenRef = useRef<string | undefined>(undefined);
   // True from sending until the turn ends: the stream's snapshots are then newer than the API's.
   const streamingRef = useRef(false);
+  // True once the turn's final part came (and with it a timeline refresh), until the next send.
+  const finalSeenRef = useRef(false);
   const noticeIds = useRef(0);
 
   const report = useCallback((error: ApiError) => {
@@ -93,6 +98,7 @@ export function useInspector(): Inspector {
     if (!streamingRef.current) setSnapshot(view.state);
   }, []);
   const sessionView = useSessionView(report, onView, () => stateTokenRef.current);
+  const sessionTimeline = useSessionTimeline(() => stateTokenRef.current);
 
   useEffect(() => {
     listAgents()
@@ -147,7 +153,9 @@ export function useInspector(): Inspector {
     streamingRef.current = false;
     const id = sessionIdRef.current;
     if (id) void sessionView.refresh(id);
-  }, [sessionView.refresh]);
+    // A turn that ended without its final part (stopped, failed) may still have logged decisions.
+    if (id && !finalSeenRef.current) void sessionTimeline.refresh(id);
+  }, [sessionView.refresh, sessionTimeline.refresh]);
 
   const chat = useChat<InspectorMessage>({
     id: `${agentId ?? 'none'}:${generation}`,
@@ -164,6 +172,11 @@ export function useInspector(): Inspector {
       // behind the stream (writes ride on the next tool call), and then the reasons wait for
       // the end of the turn.
       if (!data.final) void sessionView.refresh(data.sessionId);
+      else {
+        // The final part comes once the turn's writes are stored: its decisions are all logged.
+        finalSeenRef.current = true;
+        void sessionTimeline.refresh(data.sessionId);
+      }
     },
     onFinish: endTurn,
     onError: (error) => {
@@ -178,6 +191,7 @@ export function useInspector(): Inspector {
       if (!trimmed || !agentId) return;
       clearNotices();
       streamingRef.current = true;
+      finalSeenRef.current = false;
       setTimeline([]);
       void chat.sendMessage({ text: trimmed });
     },
@@ -191,8 +205,9 @@ export function useInspector(): Inspector {
     setSnapshot(null);
     setTimeline([]);
     sessionView.clear();
+    sessionTimeline.clear();
     setGeneration((n) => n + 1);
-  }, [setSessionId, sessionView.clear]);
+  }, [setSessionId, sessionView.clear, sessionTimeline.clear]);
 
   const newSession = useCallback(() => {
     clearNotices();
@@ -219,10 +234,11 @@ export function useInspector(): Inspector {
       sessionView.setView(view);
       setSnapshot(view.state);
       setTimeline([]);
+      void sessionTimeline.refresh(id);
     } catch (error) {
       report(toApiError(error));
     }
-  }, [clearNotices, report, sessionView.setView]);
+  }, [clearNotices, report, sessionView.setView, sessionTimeline.refresh]);
 
   const resume = useCallback(
     async (id: string) => {
@@ -240,13 +256,14 @@ export function useInspector(): Inspector {
         setSessionId(view.sessionId);
         sessionView.setView(view);
         setSnapshot(view.state);
+        void sessionTimeline.refresh(view.sessionId);
         return true;
       } catch (error) {
         report(toApiError(error));
         return false;
       }
     },
-    [agentId, clearNotices, forgetSession, report, setSessionId, sessionView.setView],
+    [agentId, clearNotices, forgetSession, report, setSessionId, sessionView.setView, sessionTimeline.refresh],
   );
 
   const remove = useCallback(async () => {
@@ -280,6 +297,7 @@ export function useInspector(): Inspector {
     snapshot,
     tools,
     timeline,
+    sessionTimeline,
     messages: chat.messages,
     status: chat.status,
     send,
