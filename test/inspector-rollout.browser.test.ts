@@ -184,6 +184,52 @@ describe.skipIf(!browserTestsRun('inspector rollout browser tests'))(
       }
       expect(await page.locator('[data-testid=tool-card][data-state=rejected]').count()).toBe(0);
 
+      // Once the turn is over, the page still says shadow mode: every tool offered, and the two
+      // that enforcement would refuse marked with its reason (the sequence is done: the step's
+      // allowed tools are the rule now).
+      await expect.poll(() => page.getByTestId('tool-would-block').count()).toBe(2);
+      expect(await page.getByTestId('shadow-mode').isVisible()).toBe(true);
+      const rows = page.getByTestId('tool-status');
+      expect(
+        await rows.evaluateAll((items) =>
+          items.map((i) => `${i.getAttribute('data-tool')}:${i.getAttribute('data-allowed')}`),
+        ),
+      ).toEqual(['search:true', 'think:true', 'reflect:true', 'compare:true']);
+      for (const tool of ['reflect', 'compare']) {
+        await expect
+          .poll(() =>
+            page.locator(`[data-testid=tool-status][data-tool=${tool}]`).getByTestId('tool-would-block').textContent(),
+          )
+          .toBe('would have blocked (shadow mode): step "Research" allows only search, think');
+      }
+
+      // The session timeline has the decision that would have refused reflect, and opening the
+      // first offer shows the session then: everything offered, think marked, because the
+      // sequence expected search first.
+      const timeline = page.getByTestId('session-timeline');
+      await expect
+        .poll(() => timeline.locator('[data-testid=timeline-entry][data-type=tool-would-block]').textContent())
+        .toMatch(/would have refused reflect \(shadow mode\): step "Research" allows only search, think$/);
+      const firstOffer = timeline.locator('[data-testid=timeline-entry][data-type=tools-offered]').first();
+      expect(await firstOffer.textContent()).toMatch(
+        /offered: search, think, reflect, compare \(would offer: search\)$/,
+      );
+      await firstOffer.click();
+      const then = timeline.getByTestId('timeline-state');
+      expect(await then.getByTestId('timeline-shadow-mode').isVisible()).toBe(true);
+      expect(
+        await then
+          .locator('[data-testid=timeline-tool-status][data-tool=think]')
+          .getByTestId('timeline-tool-would-block')
+          .textContent(),
+      ).toBe('would have blocked (shadow mode): step "Research" expects search next (position 1 of 2)');
+      expect(
+        await then
+          .locator('[data-testid=timeline-tool-status][data-tool=search]')
+          .getByTestId('timeline-tool-would-block')
+          .count(),
+      ).toBe(0);
+
       expect(await overflowsHorizontally(page)).toBe(false);
       expect(errors).toEqual([]);
       await context.close();
@@ -220,6 +266,37 @@ describe.skipIf(!browserTestsRun('inspector rollout browser tests'))(
       expect(await cards.count()).toBe(1);
       expect(await cards.first().getAttribute('data-tool')).toBe('search');
       expect(await page.getByTestId('message-assistant').getByTestId('message-text').count()).toBeGreaterThan(0);
+
+      // Once the turn is over the banner stays, with the session's total now (the answer's
+      // tokens added), and every tool is blocked for the budget, as the next turn will find it.
+      const total = (await page.getByTestId('token-total').textContent()) ?? '';
+      expect(Number(total.replaceAll(',', ''))).toBeGreaterThan(used);
+      await expect
+        .poll(() => page.getByTestId('budget-spent').textContent())
+        .toBe(`Token budget of the session spent (${total} of 300): no tool is offered.`);
+      for (const tool of BUDGET_TEMPLATE.tools) {
+        const row = page.locator(`[data-testid=tool-status][data-tool=${tool}]`);
+        expect(await row.getAttribute('data-allowed')).toBe('false');
+        await expect
+          .poll(() => row.getByTestId('tool-reason').textContent())
+          .toBe(
+            `the token budget of this session is spent (${total.replaceAll(',', '')} of 300 tokens); answer without tools`,
+          );
+      }
+
+      // The timeline says when it was spent; the session before the first model step had every tool.
+      const timeline = page.getByTestId('session-timeline');
+      await expect
+        .poll(() => timeline.locator('[data-testid=timeline-entry][data-type=budget-exceeded]').textContent())
+        .toMatch(new RegExp(`token budget of the session spent \\(${numbers![1]} of 300\\)$`));
+      await timeline.locator('[data-testid=timeline-entry][data-type=tools-offered]').first().click();
+      const then = timeline.getByTestId('timeline-state');
+      expect(await then.getByTestId('timeline-budget-spent').count()).toBe(0);
+      expect(
+        await then
+          .getByTestId('timeline-tool-status')
+          .evaluateAll((items) => items.map((i) => i.getAttribute('data-allowed'))),
+      ).toEqual(['true', 'true', 'true']);
 
       expect(errors).toEqual([]);
       await context.close();

@@ -467,7 +467,8 @@ export function budgetOf(plan: OrchestrationPlan, state: OrchestrationState): Bu
   return undefined;
 }
 
-function budgetDenial(budget: BudgetStatus): ToolDenial {
+/** Why a call is refused while `budget` is spent (reason code `budget`). */
+export function budgetDenial(budget: BudgetStatus): ToolDenial {
   const whose = budget.scope === 'session' ? 'this session' : `step "${budget.step}"`;
   return {
     code: 'budget',

@@ -13,6 +13,7 @@ import type { TemplateIssue } from '../core/template-issues.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { AgentDetailResponse, AgentSummary, StepSummary } from './api-types.js';
 import { HttpError } from './http-errors.js';
+import type { RestingContext } from './snapshots.js';
 
 /** An agent to serve: its template, and optionally the warnings it loaded with and its own model. */
 export interface ServedAgent {
@@ -97,6 +98,11 @@ export function buildAgents(
       });
     },
   };
+}
+
+/** The plan and tools of a served agent, which snapshots of its sessions at rest need. */
+export function restingContext(manager: OrchestrationManager, served: Served): RestingContext {
+  return { plan: manager.plan(served.agent.template), agentTools: [...served.toolNames] };
 }
 
 /**

@@ -6,8 +6,8 @@ import type { StepInfo } from '../ai-sdk/orchestrate.js';
 import type { OrchestrationPlan } from '../core/compile.js';
 import type { Explanation } from '../core/engine.js';
 import { type SessionLogEntry, stateAtEntry } from '../core/session-log.js';
-import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
-import { budgetOf, shadowOf } from '../core/transition.js';
+import type { OrchestrationState } from '../core/state.js';
+import { type BudgetStatus, budgetDenial, budgetOf, shadowOf } from '../core/transition.js';
 import type {
   OrchestrationSnapshot,
   SequenceProgress,
@@ -46,43 +46,89 @@ export function stepSnapshot(agentId: string, info: StepInfo): OrchestrationSnap
   };
 }
 
-/** The snapshot of a session at rest (after a turn, or for the session routes). */
+/** What a session at rest needs besides its explanation: the agent's plan and tools. */
+export interface RestingContext {
+  plan: OrchestrationPlan;
+  /** The agent's tool names, as the explanation got them. */
+  agentTools: readonly string[];
+}
+
+/**
+ * Shadow mode and a spent budget of a session at rest, as the next step decision would see them
+ * (`decideStep`): a spent budget offers no tool, shadow mode offers every agent tool and reports
+ * what enforcement would offer. Without this a turn's final part, and the session routes, said
+ * "enforced" where the stream's parts had said "shadow", and "every tool" where they had said
+ * "budget spent, none".
+ */
+function restingDecision(
+  state: OrchestrationState,
+  explanation: Explanation,
+  { plan, agentTools }: RestingContext,
+): { allowedTools: string[]; shadow: boolean; budget: BudgetStatus | undefined } {
+  // The explanation chose the step for this state (as a new model step would): judge by that one.
+  const settled: OrchestrationState = { ...state, activeStep: explanation.activeStep };
+  const budget = budgetOf(plan, settled);
+  const enforced = budget === undefined ? [...explanation.allowedTools] : [];
+  const shadow = shadowOf(plan, settled);
+  return { allowedTools: shadow ? [...agentTools] : enforced, shadow, budget };
+}
+
+/** The snapshot of a session at rest (after a turn, in the session routes and the event log). */
 export function restingSnapshot(
   agentId: string,
-  state: OrchestrationState | AIOrchestrationState,
+  state: OrchestrationState,
   explanation: Explanation,
   final: boolean,
+  context: RestingContext,
 ): OrchestrationSnapshot {
-  return {
+  const decision = restingDecision(state, explanation, context);
+  const snapshot: OrchestrationSnapshot = {
     sessionId: state.sessionId,
     agentId,
     stepNumber: null,
     activeStep: explanation.activeStep ?? null,
     stepDescription: explanation.stepDescription ?? null,
     sequence: sequenceProgress(explanation.sequence),
-    allowedTools: [...explanation.allowedTools],
+    allowedTools: decision.allowedTools,
     recentlyUsedTools: [...state.recentlyUsedTools],
     tokenUsage: { ...state.cumulativeTokenUsage },
     final,
   };
+  if (decision.shadow) {
+    snapshot.shadow = { wouldOffer: decision.budget === undefined ? [...explanation.allowedTools] : [] };
+  }
+  if (decision.budget) snapshot.budget = { ...decision.budget, step: decision.budget.step ?? null };
+  return snapshot;
 }
 
 /** The body of the session routes. */
-export function sessionResponse(agentId: string, state: OrchestrationState, explanation: Explanation): SessionResponse {
+export function sessionResponse(
+  agentId: string,
+  state: OrchestrationState,
+  explanation: Explanation,
+  context: RestingContext,
+): SessionResponse {
   return {
     sessionId: state.sessionId,
     agentId,
-    state: restingSnapshot(agentId, state, explanation, true),
-    tools: toolStatuses(explanation),
+    state: restingSnapshot(agentId, state, explanation, true, context),
+    tools: toolStatuses(explanation, restingDecision(state, explanation, context).budget),
     createdAt: state.createdAt,
     lastAccessed: state.lastAccessed,
   };
 }
 
-function toolStatuses(explanation: Explanation): ToolStatus[] {
-  return explanation.tools.map((tool) =>
-    tool.reason ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason } : { tool: tool.tool, allowed: true },
-  );
+/**
+ * Every tool as enforcement decides it (in shadow mode too: its reasons are what enforcement
+ * would refuse), a spent budget refusing every tool the step would allow.
+ */
+function toolStatuses(explanation: Explanation, budget: BudgetStatus | undefined): ToolStatus[] {
+  return explanation.tools.map((tool) => {
+    if (tool.reason) return { tool: tool.tool, allowed: tool.allowed, reason: tool.reason };
+    return budget
+      ? { tool: tool.tool, allowed: false, reason: budgetDenial(budget) }
+      : { tool: tool.tool, allowed: true };
+  });
 }
 
 /**
@@ -93,7 +139,7 @@ function toolStatuses(explanation: Explanation): ToolStatus[] {
  */
 export function sessionEventsResponse(
   agentId: string,
-  plan: OrchestrationPlan,
+  context: RestingContext,
   state: OrchestrationState,
   entries: readonly SessionLogEntry[],
   explain: (state: OrchestrationState) => Explanation,
@@ -105,17 +151,13 @@ export function sessionEventsResponse(
     if (events.length === page.limit) break;
     const at = stateAtEntry(state, entry);
     const explanation = explain(at);
-    const snapshot = restingSnapshot(agentId, at, explanation, false);
-    if (shadowOf(plan, at)) snapshot.shadow = { wouldOffer: [...explanation.allowedTools] };
-    const budget = budgetOf(plan, at);
-    if (budget) snapshot.budget = { ...budget, step: budget.step ?? null };
     events.push({
       seq: entry.seq,
       at: entry.at,
       turn: entry.turn,
       event: { ...entry.event },
-      state: snapshot,
-      tools: toolStatuses(explanation),
+      state: restingSnapshot(agentId, at, explanation, false, context),
+      tools: toolStatuses(explanation, restingDecision(at, explanation, context).budget),
     });
   }
   const first = entries[0]?.seq;

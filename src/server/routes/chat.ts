@@ -14,7 +14,7 @@ import { nextEventLoopTurn } from '../event-loop.js';
 import { HttpError, messagePath } from '../http-errors.js';
 import { SESSION_HEADER } from '../middleware.js';
 import { parseChatBody, parseJsonBody } from '../request-schemas.js';
-import { explainState, type Served, type ServedAgents } from '../served-agents.js';
+import { explainState, restingContext, type Served, type ServedAgents } from '../served-agents.js';
 import { type SessionSource, STATE_HEADER } from '../session-source.js';
 import { restingSnapshot, stepSnapshot } from '../snapshots.js';
 import type { TurnLimiter } from '../turn-limiter.js';
@@ -78,7 +78,8 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
         signal.addEventListener('abort', release, { once: true });
         const final = async () => {
           const { state, stateToken } = await ended;
-          const snapshot = restingSnapshot(agentId, state, explainState(turn.manager, served, state), true);
+          const explanation = explainState(turn.manager, served, state);
+          const snapshot = restingSnapshot(agentId, state, explanation, true, restingContext(turn.manager, served));
           if (stateToken !== undefined) snapshot.stateToken = stateToken;
           const incomplete = result.orchestration.sequenceIncomplete();
           if (incomplete !== undefined) {
