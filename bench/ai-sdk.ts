@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { orchestrate } from '../src/ai-sdk/orchestrate.js';
 import type { OrchestrationConfig } from '../src/core/schema.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { median } from './core.js';
 import { type Harness, open, type StoreKind, unavailable } from './stores.js';
 
 /** Tool calls per turn, then one text step: 4 model steps per turn. */
@@ -130,12 +131,6 @@ async function orchestratedTurn(
   await orchestration.settled();
   const steps = await result.steps;
   return { steps: steps.length, toolResults: steps.reduce((n, s) => n + s.toolResults.length, 0) };
-}
-
-function median(values: readonly number[]): number {
-  const sorted = Float64Array.from(values).sort();
-  const mid = (sorted.length - 1) / 2;
-  return (sorted[Math.floor(mid)]! + sorted[Math.ceil(mid)]!) / 2;
 }
 
 /** Figures of one store, in µs per model step (medians over turns). */

@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { median } from './core.js';
 
 interface ManagerModule {
   createOrchestrationManager(): {
@@ -54,11 +55,6 @@ async function run(module: ManagerModule): Promise<number> {
   }
   await manager.close();
   return median(samples) * 1000;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[sorted.length >> 1]!;
 }
 
 const results = { this: [] as number[], other: [] as number[] };

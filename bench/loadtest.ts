@@ -31,6 +31,7 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import type { OrchestrationSnapshot } from '../src/server/api-types.js';
 import { type ServeProcess, startServeProcess, stopServeProcess } from '../test/helpers/serve-process.js';
+import { median } from './core.js';
 
 const AGENT = 'cognitive-reasoner';
 const QUESTION = 'How many electric vehicles will be on the road by 2030?';
@@ -303,12 +304,6 @@ function fairness(run: ChatRun): string {
   const { p50, p99, max } = run.result.latency;
   const met = p99 <= 3 * p50 && max <= 2000;
   return `  fairness (p99 <= 3x p50, max <= 2 s): ${met ? 'met' : 'missed'} (p99/p50 ${(p99 / Math.max(1, p50)).toFixed(2)}, max ${max} ms)`;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /** The runs of two targets side by side: every run, then medians and the ratio a / b. */

@@ -28,6 +28,7 @@ import { redisStore } from '../src/stores/redis.js';
 import { sqliteStore } from '../src/stores/sqlite.js';
 import type { SessionStore, StateUpdater } from '../src/stores/types.js';
 import { pingPostgres, pingRedis } from '../test/helpers/services.js';
+import { median } from './core.js';
 
 /** Options of {@link runStoreBench}. */
 export interface StoreBenchOptions {
@@ -267,12 +268,6 @@ async function drive(
     }),
   );
   return { changes, seconds: (performance.now() - start) / 1_000 };
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Measures one cell: warm-up, then the repetitions, counting round trips over the measured ones. */
