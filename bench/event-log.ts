@@ -8,10 +8,7 @@
  */
 import { cpus, platform, release } from 'node:os';
 import type { OrchestrationConfig } from '../src/core/schema.js';
-import {
-  createOrchestrationManager,
-  type OrchestrationManager,
-} from '../src/orchestration/orchestration-manager.js';
+import { createOrchestrationManager, type OrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { Turn } from '../src/orchestration/turn.js';
 import { median } from './core.js';
 import { open, type StoreKind, unavailable } from './stores.js';
