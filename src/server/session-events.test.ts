@@ -3,6 +3,9 @@
  * timeline) reads it: every decision in order, each with the state it left and every tool's
  * status at that point, paged, bounded, and refused clearly where the server keeps none.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chatTurn, errorOf, postJson, userMessage } from '../../test/helpers/chat-requests.js';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
@@ -148,6 +151,23 @@ describe('the session event log over HTTP', () => {
     expect(last.event).toEqual({ type: 'session-reset' });
     expect(last.state.recentlyUsedTools).toEqual([]);
     expect(log.events.at(-2)!.state.recentlyUsedTools.length).toBeGreaterThan(0);
+  });
+
+  it('keeps the log in a SQLite store, across a restart of the server', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'baton-events-'));
+    try {
+      const store = `sqlite:${join(directory, 'state.db')}`;
+      const before = createApp({ agents: [template], model: 'offline', webRoot: false, store });
+      const turn = await chatTurn(before, 'planner', { messages: [userMessage('How many EVs will be sold by 2030?')] });
+      const logged = await eventsOf(before, turn.sessionId);
+      await before.close();
+      const after = app({ store });
+      const again = await eventsOf(after, turn.sessionId);
+      expect(again.events).toEqual(logged.events);
+      expect(again.events.at(-1)!.event.type).toBe('turn-ended');
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it('refuses bad queries, naming the parameter', async () => {

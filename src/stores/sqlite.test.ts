@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
-import { createState } from '../core/state.js';
+import { appendToLog } from '../core/session-log.js';
+import { createState, type OrchestrationState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
 import { DEFAULT_SQLITE_TABLE, parseSqliteUrl, SQLITE_SCHEMA_VERSION, sqliteStore } from './sqlite.js';
 import type { SessionStore } from './types.js';
@@ -28,6 +29,15 @@ function open(...args: Parameters<typeof sqliteStore>): SessionStore {
   const store = sqliteStore(...args);
   opened.push(store);
   return store;
+}
+
+/** An updater that adds `tool` to the history and logs it, as the manager does. */
+function loggedTool(tool: string) {
+  return (current: OrchestrationState | undefined) => {
+    const base = current ?? createState('unused', 1, 0);
+    const next = { ...base, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
+    return appendToLog(next, 100, [{ event: { type: 'tool-recorded', tool, step: undefined }, state: next }], 1, 'm');
+  };
 }
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
@@ -160,6 +170,75 @@ describe('sqliteStore', () => {
     // A second open must not re-run migration 1 (CREATE TABLE would fail on the existing table).
     const second = open({ path, table: 'migrated' });
     expect(await second.get('x')).toBeDefined();
+  });
+
+  it('migrates a version-1 database: its sessions stay, and they gain an event log', async () => {
+    const path = freshPath();
+    // A database as Baton with schema version 1 left it: the sessions table, no log table.
+    const old = new DatabaseSync(path);
+    old.exec(`
+      CREATE TABLE baton_meta (name TEXT NOT NULL PRIMARY KEY, schema_version INTEGER NOT NULL);
+      INSERT INTO baton_meta VALUES ('${DEFAULT_SQLITE_TABLE}', 1);
+      CREATE TABLE ${DEFAULT_SQLITE_TABLE} (session_id TEXT NOT NULL PRIMARY KEY, state TEXT NOT NULL,
+        version INTEGER NOT NULL, ttl INTEGER NOT NULL, expires_at INTEGER, last_access INTEGER NOT NULL) STRICT;
+    `);
+    const kept = { ...createState('kept', 1, 0), recentlyUsedTools: ['search'], version: 4 };
+    old.prepare(`INSERT INTO ${DEFAULT_SQLITE_TABLE} VALUES (?, ?, 4, 0, NULL, 1)`).run('kept', JSON.stringify(kept));
+    old.close();
+    const store = open({ path });
+    expect(await store.get('kept')).toEqual(kept);
+    await store.update('kept', loggedTool('think'));
+    expect((await store.readLog!('kept')).map((entry) => entry.history)).toEqual([['search', 'think']]);
+    const db = new DatabaseSync(path);
+    expect(db.prepare('SELECT schema_version FROM baton_meta WHERE name = ?').get(DEFAULT_SQLITE_TABLE)).toEqual({
+      schema_version: 2,
+    });
+    db.close();
+  });
+
+  it('appends no entry when the transaction fails, and evicts a session with its log', async () => {
+    const path = freshPath();
+    const store = open({ path, maxSessions: 2 });
+    await store.update('a', loggedTool('search'));
+    // An updater that throws after logging: nothing of that attempt is written.
+    await expect(
+      store.update('a', (current) => {
+        loggedTool('think')(current);
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect((await store.readLog!('a')).map((entry) => entry.seq)).toEqual([1]);
+    await store.update('b', loggedTool('x'));
+    await store.update('c', loggedTool('y')); // evicts a, the least recently written
+    expect(await store.get('a')).toBeUndefined();
+    const db = new DatabaseSync(path);
+    expect(db.prepare(`SELECT count(*) AS n FROM ${DEFAULT_SQLITE_TABLE}_log WHERE session_id = 'a'`).get()).toEqual({
+      n: 0,
+    });
+    db.close();
+  });
+
+  it('loses and repeats no entry when two connections log to one session at once', async () => {
+    const path = freshPath();
+    const [first, second] = [open({ path }), open({ path })];
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) => (i % 2 ? first : second).update('shared', loggedTool(`t${i}`))),
+    );
+    const entries = await second.readLog!('shared');
+    expect(entries.map((entry) => entry.seq)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    expect(entries.at(-1)!.history).toHaveLength(60);
+  });
+
+  it('reports a corrupted event log entry clearly, naming the session', async () => {
+    const path = freshPath();
+    const store = open({ path });
+    await store.update('logged', loggedTool('search'));
+    const db = new DatabaseSync(path);
+    db.prepare(`UPDATE ${DEFAULT_SQLITE_TABLE}_log SET entry = '{"seq":1}' WHERE session_id = 'logged'`).run();
+    db.close();
+    const error = await rejection(store.readLog!('logged'));
+    expect(StoreUnavailableError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/event log of session "logged".*corrupted.*not an event log entry/);
   });
 
   it('reports a corrupted state row with a clear error naming the session', async () => {

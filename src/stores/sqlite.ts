@@ -6,12 +6,18 @@
  * COMMIT) never yields to the event loop and in-process updates are serialized for free.
  * Several processes may share the file: BEGIN IMMEDIATE takes SQLite's single write lock
  * before the read, so a cross-process read-modify-write cannot interleave with another.
+ *
+ * Layout: one row per session in the sessions table (the state as JSON text, plus `ttl`,
+ * `expires_at` and `last_access` for expiry and eviction in SQL), and the sessions' event logs
+ * in `<table>_log` (one row per entry, keyed by session and seq), appended in the same
+ * transaction as the state they describe and deleted with their session.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DatabaseSync, SQLOutputValue, StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
+import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadNodeSqlite } from './optional-dependency.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -36,7 +42,7 @@ export interface SqliteStoreOptions extends StoreOptions {
 }
 
 /** The schema version this code writes; a database stamped with a newer one is refused. */
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
 
 /** Default name of the sessions table. */
 export const DEFAULT_SQLITE_TABLE = 'baton_sessions';
@@ -67,6 +73,16 @@ const MIGRATIONS: readonly ((table: string) => string)[] = [
     ) STRICT;
     CREATE INDEX ${table}_expires_at ON ${table} (expires_at);
     CREATE INDEX ${table}_last_access ON ${table} (last_access);
+  `,
+  // 2: sessions' event logs, beside their state rather than in it, so a write appends its own
+  // entries instead of rewriting all of them.
+  (table) => `
+    CREATE TABLE ${table}_log (
+      session_id TEXT    NOT NULL,
+      seq        INTEGER NOT NULL,
+      entry      TEXT    NOT NULL,
+      PRIMARY KEY (session_id, seq)
+    ) STRICT, WITHOUT ROWID;
   `,
 ];
 
@@ -235,9 +251,33 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
   function evict(keep: string, at: number) {
     const count = Number(s.count.get()?.n ?? 0);
     if (count <= maxSessions) return;
+    s.sweepLogs.run(at);
     const expired = Number(s.sweep.run(at).changes);
     const excess = count - expired - maxSessions;
-    if (excess > 0) s.evictLeastRecent.run(keep, Math.ceil(excess));
+    if (excess > 0) {
+      s.evictLogs.run(keep, Math.ceil(excess));
+      s.evictLeastRecent.run(keep, Math.ceil(excess));
+    }
+  }
+
+  /** Appends `entries` to the session's log and keeps the newest `capacity` (inside the update's transaction). */
+  function appendLog(sessionId: string, entries: readonly SessionLogEntry[], stored: OrchestrationState) {
+    for (const entry of entries) s.insertLog.run(sessionId, entry.seq, JSON.stringify(entry));
+    const log = stored.log;
+    if (log !== undefined) s.trimLog.run(sessionId, log.seq - log.capacity);
+  }
+
+  function decodeEntry(sessionId: string, row: Record<string, SQLOutputValue>): SessionLogEntry {
+    try {
+      if (typeof row.entry !== 'string') throw new TypeError(`the entry column holds ${typeof row.entry}, not text`);
+      return assertLogEntry(JSON.parse(row.entry), `the event log entry ${String(row.seq)}`);
+    } catch (error) {
+      throw unavailable(
+        `the event log of session ${describeId(sessionId)} in table "${table}_log" of ${path} is corrupted: ${(error as Error).message}. ` +
+          'Delete the session to start it afresh.',
+        error,
+      );
+    }
   }
 
   /** The read-modify-write of `update`; the caller runs it inside one transaction. */
@@ -252,6 +292,10 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
     assertState(next, 'state');
     const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
     s.upsert.run(sessionId, JSON.stringify(stored), stored.version, stored.ttl, expiryOf(stored.ttl, at), at);
+    // A new session (perhaps over an expired row) starts with no entries of an older one.
+    if (current === undefined) s.clearLog.run(sessionId);
+    const entries = logEntriesOf(next);
+    if (entries !== undefined) appendLog(sessionId, entries, stored);
     if (current === undefined && maxSessions !== Number.POSITIVE_INFINITY) evict(sessionId, at);
     return stored;
   }
@@ -274,18 +318,36 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
         () => transaction(() => applyUpdate(sessionId, fn)),
       );
     },
+    async readLog(sessionId) {
+      assertSessionId(sessionId);
+      // Only a live session's log: an expired one's entries wait for the sweep, unread.
+      const rows = await withRetry(
+        () => `reading the event log of session ${describeId(sessionId)}`,
+        () => s.selectLog.all(sessionId, now()),
+      );
+      return rows.map((row) => decodeEntry(sessionId, row));
+    },
     async delete(sessionId) {
       assertSessionId(sessionId);
       const result = await withRetry(
         () => `deleting session ${describeId(sessionId)}`,
-        () => s.remove.run(sessionId),
+        () =>
+          transaction(() => {
+            s.clearLog.run(sessionId);
+            return s.remove.run(sessionId);
+          }),
       );
       return Number(result.changes) > 0;
     },
     async sweep() {
       const result = await withRetry(
         () => 'sweeping expired sessions',
-        () => s.sweep.run(now()),
+        () =>
+          transaction(() => {
+            const at = now();
+            s.sweepLogs.run(at);
+            return s.sweep.run(at);
+          }),
       );
       return Number(result.changes);
     },
@@ -413,11 +475,26 @@ function prepareStatements(db: DatabaseSync, table: string) {
     ),
     remove: db.prepare(`DELETE FROM ${table} WHERE session_id = ?`),
     sweep: db.prepare(`DELETE FROM ${table} WHERE expires_at <= ?`),
+    insertLog: db.prepare(`INSERT INTO ${table}_log (session_id, seq, entry) VALUES (?, ?, ?)`),
+    trimLog: db.prepare(`DELETE FROM ${table}_log WHERE session_id = ? AND seq <= ?`),
+    clearLog: db.prepare(`DELETE FROM ${table}_log WHERE session_id = ?`),
+    selectLog: db.prepare(
+      `SELECT seq, entry FROM ${table}_log WHERE session_id = ?1 AND EXISTS
+        (SELECT 1 FROM ${table} WHERE session_id = ?1 AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY seq`,
+    ),
+    sweepLogs: db.prepare(
+      `DELETE FROM ${table}_log WHERE session_id IN (SELECT session_id FROM ${table} WHERE expires_at <= ?)`,
+    ),
     count: db.prepare(`SELECT count(*) AS n FROM ${table}`),
     // rowid breaks ties between sessions last touched in the same millisecond.
     evictLeastRecent: db.prepare(
       `DELETE FROM ${table} WHERE rowid IN
         (SELECT rowid FROM ${table} WHERE session_id <> ? ORDER BY last_access, rowid LIMIT ?)`,
+    ),
+    // The logs of exactly the sessions evictLeastRecent removes next (same order, same limit).
+    evictLogs: db.prepare(
+      `DELETE FROM ${table}_log WHERE session_id IN
+        (SELECT session_id FROM ${table} WHERE session_id <> ? ORDER BY last_access, rowid LIMIT ?)`,
     ),
   } satisfies Record<string, StatementSync>;
 }
