@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
 import { pingRedis, serviceAvailable } from '../../test/helpers/services.js';
 import { InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
+import { appendToLog } from '../core/session-log.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
 import { type RedisStoreOptions, redisSessionKey, redisStore } from './redis.js';
@@ -30,6 +31,14 @@ const addTool = (tool: string) => (current: OrchestrationState | undefined) => {
   const base = current ?? state('unused');
   return { ...base, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
 };
+/** An updater that adds `tool` to the history and logs it, as the manager does. */
+const loggedTool =
+  (tool: string, patch: Partial<OrchestrationState> = {}) =>
+  (current: OrchestrationState | undefined) => {
+    const base = current ?? state('unused');
+    const next = { ...base, ...patch, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
+    return appendToLog(next, 100, [{ event: { type: 'tool-recorded', tool, step: undefined }, state: next }], 1, 'm');
+  };
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The error `promise` rejects with (fails the test if it resolves). */
@@ -115,6 +124,63 @@ describe.skipIf(skip)('redisStore', () => {
       expect(final?.version).toBe(23);
       await store.delete('warm');
     }
+  });
+
+  it('appends event log entries in the write itself: no extra round trip, and none for a lost compare-and-set', async () => {
+    const namespace = `log${namespaceCount++}`;
+    const { client, sent } = await countingClient();
+    const store = open({ client, maxSessions: 100 }, namespace);
+    await store.update('logged', loggedTool('first'));
+    for (let i = 0; i < 10; i++) await store.update('logged', loggedTool(`t${i}`));
+    // Created and logged by one script call each: the same as unlogged writes.
+    expect(sent).toEqual(Array.from({ length: 11 }, () => 'evalsha'));
+    // A second instance with a stale view loses its first compare-and-set: that attempt's entry
+    // is never appended, only the retry's.
+    const other = open({}, namespace);
+    await other.update('logged', loggedTool('other'));
+    await store.update('logged', loggedTool('stale'));
+    const entries = await store.readLog!('logged');
+    expect(entries.map((entry) => entry.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
+    expect(entries.at(-1)!.history.slice(-2)).toEqual(['other', 'stale']);
+    // Racing instances lose and repeat nothing.
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? store : other).update('logged', loggedTool(`r${i}`))),
+    );
+    expect((await other.readLog!('logged')).map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 53 }, (_, i) => i + 1),
+    );
+  });
+
+  it('expires the log with its session, renewed by writes that log nothing, and evicts it with the session', async () => {
+    const namespace = `logttl${namespaceCount++}`;
+    const store = open({ maxSessions: 2 }, namespace);
+    const prefix = `${RUN_PREFIX}${namespace}:`;
+    const logKey = (id: string) => `${redisSessionKey(id, prefix)}:log`;
+    await store.update('brief', loggedTool('a', { ttl: 400 }));
+    await pause(250);
+    // A write without entries renews both keys alike.
+    await store.update('brief', (current) => current && { ...current, sequenceIndex: 1 });
+    const [stateTtl, logTtl] = [await raw.pttl(redisSessionKey('brief', prefix)), await raw.pttl(logKey('brief'))];
+    expect(logTtl).toBeGreaterThan(300);
+    expect(Math.abs(stateTtl - logTtl)).toBeLessThan(50);
+    await pause(500);
+    expect(await store.get('brief')).toBeUndefined();
+    expect(await raw.exists(logKey('brief'))).toBe(0);
+    for (const id of ['x', 'y', 'z']) await store.update(id, loggedTool(id));
+    expect(await raw.exists(logKey('x'))).toBe(0); // evicted with x
+    expect(await store.readLog!('z')).toHaveLength(1);
+    await store.delete('z');
+    expect(await raw.exists(logKey('z'))).toBe(0);
+  });
+
+  it('reports a corrupted event log entry clearly', async () => {
+    const namespace = `logbad${namespaceCount++}`;
+    const store = open({}, namespace);
+    await store.update('bad', loggedTool('a'));
+    await raw.rpush(`${redisSessionKey('bad', `${RUN_PREFIX}${namespace}:`)}:log`, '{"seq":2}');
+    const error = await rejection(store.readLog!('bad'));
+    expect(StoreUnavailableError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/event log of session "bad".*corrupted.*entry 1/);
   });
 
   it('puts the escaped session id in exactly one non-empty hash tag', async () => {

@@ -5,8 +5,10 @@
  * The braces make the escaped id the key's Redis Cluster hash tag, so a script that touches
  * one session touches one slot; `{`, `}` and `%` (and lone UTF-16 surrogates, which UTF-8
  * cannot carry) are percent-escaped, so every id gets exactly one, non-empty tag and two
- * ids never share a key. With `maxSessions`, a sorted set `${prefix}lru` ranks sessions by
- * last access (a counter kept by the server, not a clock, so ties cannot happen).
+ * ids never share a key. A session's event log is a list beside it, `${prefix}{${escaped id}}:log`
+ * (same hash tag, so the same slot and the same scripts), appended and trimmed in the script that
+ * writes the state, with the same expiry. With `maxSessions`, a sorted set `${prefix}lru` ranks
+ * sessions by last access (a counter kept by the server, not a clock, so ties cannot happen).
  *
  * Updates are optimistic: read the state (or take the copy this process last saw), compute
  * `fn` locally, then a Lua script writes only if the stored bytes are still the ones read.
@@ -34,6 +36,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
+import { assertLogEntry, logEntriesOf } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
@@ -119,12 +122,17 @@ local function touch_lru(lru, member, max)
   return {}
 end
 local function evict(popped, prefix)
-  for i = 1, #popped, 2 do redis.call('DEL', prefix .. '{' .. popped[i] .. '}') end
+  for i = 1, #popped, 2 do
+    local key = prefix .. '{' .. popped[i] .. '}'
+    redis.call('DEL', key, key .. ':log')
+  end
 end
 `;
 
+// KEYS: the session's state, its event log, the LRU index (with maxSessions on one node).
 // ARGV: expected SHA-1 of the stored value ('' = expect no value), new value ('' = only
-// renew the TTL), its ttl in ms, member, maxSessions, prefix.
+// renew the TTL), its ttl in ms, member, maxSessions, prefix, the log's capacity, then the
+// event log entries to append (JSON), if any.
 // Returns {1} on success, {0} when the key is absent, {0, value} when it holds another value.
 const CAS_SCRIPT = `${LUA_HELPERS}
 local v = redis.call('GET', KEYS[1])
@@ -142,14 +150,23 @@ elseif tonumber(ARGV[3]) > 0 then
 else
   redis.call('SET', KEYS[1], ARGV[2])
 end
-if KEYS[2] then evict(touch_lru(KEYS[2], ARGV[4], ARGV[5]), ARGV[6]) end
+-- A new session starts with no entries of an older one under its id.
+if not v then redis.call('DEL', KEYS[2]) end
+if #ARGV > 7 then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
+  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
+end
+-- The log lives exactly as long as its session: same expiry, renewed by the same writes.
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) else redis.call('PERSIST', KEYS[2]) end
+if KEYS[3] then evict(touch_lru(KEYS[3], ARGV[4], ARGV[5]), ARGV[6]) end
 return {1}
 `;
 
-// ARGV: member.
+// KEYS: the session's state, its event log, the LRU index (optional). ARGV: member.
 const DELETE_SCRIPT = `
 local n = redis.call('DEL', KEYS[1])
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[1]) end
+redis.call('DEL', KEYS[2])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[1]) end
 return n
 `;
 
@@ -357,9 +374,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     );
   }
 
+  /** The keys of a session's scripts: its state, its event log (same hash tag), the LRU index. */
   function sessionKeys(sessionId: string): [number, string, ...string[]] {
     const key = redisSessionKey(sessionId, prefix);
-    return inlineLru ? [2, key, lruKey] : [1, key];
+    return inlineLru ? [3, key, `${key}:log`, lruKey] : [2, key, `${key}:log`];
   }
 
   /** Cluster only: records an access in the LRU index and deletes what it evicts. */
@@ -369,7 +387,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       const popped = await send('updating the LRU index', () => scripts.batonLru(1, lruKey, member, limitArg));
       if (!Array.isArray(popped)) return;
       const evicted: string[] = [];
-      for (let i = 0; i < popped.length; i += 2) evicted.push(`${prefix}{${String(popped[i])}}`);
+      for (let i = 0; i < popped.length; i += 2) {
+        const key = `${prefix}{${String(popped[i])}}`;
+        evicted.push(key, `${key}:log`);
+      }
       await Promise.all(evicted.map((key) => send('evicting a session', () => client.del(key))));
     } catch {
       // Best-effort by design (see `maxSessions`): the state change already happened, and
@@ -417,7 +438,12 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       if (!write && current === undefined) return undefined;
       let stored: OrchestrationState | undefined;
       let payload: string | undefined;
+      let logged: string[] = NO_ENTRIES;
       if (write) {
+        const entries = logEntriesOf(next);
+        if (entries !== undefined && next.log !== undefined) {
+          logged = [String(next.log.capacity), ...entries.map((entry) => JSON.stringify(entry))];
+        }
         // `ttl` first, so the scripts can read it with a pattern match instead of a JSON decode.
         stored = assertState(Object.assign({ ttl: next.ttl }, next, { version: (current?.version ?? 0) + 1 }), 'state');
         payload = JSON.stringify(stored);
@@ -433,6 +459,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
             member,
             limitArg,
             scriptPrefix,
+            ...logged,
           ),
         deadline,
       );
@@ -480,6 +507,23 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       checkOpen();
       const deadline = performance.now() + commandTimeoutMs;
       return inLane(sessionId, deadline, () => runUpdate(sessionId, fn, deadline));
+    },
+    async readLog(sessionId) {
+      assertSessionId(sessionId);
+      checkOpen();
+      const key = `${redisSessionKey(sessionId, prefix)}:log`;
+      const raw = await send('reading an event log', () => client.lrangeBuffer(key, 0, -1));
+      return raw.map((bytes, i) => {
+        try {
+          return assertLogEntry(JSON.parse(bytes.toString('utf8')), `entry ${i} of the event log`);
+        } catch (error) {
+          throw unavailable(
+            `the event log of session ${describeId(sessionId)} (key ${describeId(key)}) is corrupted: ${(error as Error).message}. ` +
+              'Delete the session to start it afresh.',
+            error,
+          );
+        }
+      });
     },
     async delete(sessionId) {
       assertSessionId(sessionId);
@@ -545,6 +589,9 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     return send('sweeping expired sessions', () => client.zrem(lruKey, ...gone));
   }
 }
+
+/** No event log entries to append: the script's arguments end with the prefix. */
+const NO_ENTRIES: string[] = [];
 
 function sha1(bytes: Buffer | string): string {
   // A string is hashed as UTF-8, the bytes ioredis sends for it.
