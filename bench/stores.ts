@@ -216,7 +216,7 @@ async function openPostgres(connectionString: string): Promise<Harness> {
     roundTrips: () => queries,
     async close() {
       await store.close();
-      await pool.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`);
+      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
       await pool.end();
     },
   };

@@ -102,7 +102,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
       if (skip) return;
       const client = new pg.Client({ connectionString: POSTGRES_URL });
       await client.connect();
-      await client.query(`DROP TABLE IF EXISTS "${table}"`);
+      await client.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
       await client.end();
     });
     it.skipIf(skip)(

@@ -175,7 +175,7 @@ describe.skipIf(postgresSkip)('across processes: PostgreSQL', () => {
     const admin = new pg.Client({ connectionString: POSTGRES_URL });
     await admin.connect();
     try {
-      await admin.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`);
+      await admin.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
     } finally {
       await admin.end();
     }

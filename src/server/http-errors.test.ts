@@ -154,7 +154,7 @@ describe('the same condition on different stores', () => {
     const table = `baton_test_h${randomUUID().replaceAll('-', '').slice(0, 12)}`;
     const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
     cleanups.push(async () => {
-      await admin.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`);
+      await admin.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
       await admin.end();
     });
     const first = postgresStore({ connectionString: POSTGRES_URL, table });

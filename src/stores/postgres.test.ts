@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
 import { pingPostgres, serviceAvailable } from '../../test/helpers/services.js';
 import { BatonError, InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
+import { appendToLog } from '../core/session-log.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import { testStore } from '../testing/test-store.js';
 import { POSTGRES_SCHEMA_VERSION, type PostgresStoreOptions, postgresStore } from './postgres.js';
@@ -47,6 +48,15 @@ const state = (sessionId: string, patch: Partial<OrchestrationState> = {}): Orch
   ...createState(sessionId, 1_000, 60_000),
   ...patch,
 });
+/** An updater that adds `tool` to the history and logs it, as the manager does. */
+const loggedTool =
+  (tool: string, patch: Partial<OrchestrationState> = {}) =>
+  (current: OrchestrationState | undefined) => {
+    const base = current ?? state('unused');
+    const next = { ...base, ...patch, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
+    const event = { type: 'tool-recorded' as const, tool, step: undefined };
+    return appendToLog(next, 100, [{ event, state: next }], 1, 'm');
+  };
 const addTool = (tool: string) => (current: OrchestrationState | undefined) => {
   const base = current ?? state('unused');
   return { ...base, recentlyUsedTools: [...base.recentlyUsedTools, tool] };
@@ -56,7 +66,7 @@ afterAll(async () => {
   await Promise.all(stores.map((store) => store.close().catch(() => undefined)));
   if (admin === undefined) return;
   for (const table of tables) {
-    await admin.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations"`);
+    await admin.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
   }
   await admin.end();
 });
@@ -121,7 +131,10 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
     const second = open({ table });
     expect((await second.get('kept'))?.sequenceIndex).toBe(7);
     const versions = await sql<{ version: number }>(`SELECT version FROM "${table}_migrations" ORDER BY version`);
-    expect(versions.map((row) => row.version)).toEqual([POSTGRES_SCHEMA_VERSION]);
+    // Every migration once, in order.
+    expect(versions.map((row) => row.version)).toEqual(
+      Array.from({ length: POSTGRES_SCHEMA_VERSION }, (_, i) => i + 1),
+    );
   });
 
   it('lets several processes migrate the same new table at the same moment', async () => {
@@ -130,7 +143,7 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
     const results = await Promise.allSettled(many.map((store, i) => store.update(`s${i}`, () => state(`s${i}`))));
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
     const versions = await sql<{ version: number }>(`SELECT version FROM "${table}_migrations"`);
-    expect(versions).toHaveLength(1);
+    expect(versions).toHaveLength(POSTGRES_SCHEMA_VERSION);
     const [count] = await sql<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`);
     expect(count?.n).toBe(6);
   });
@@ -253,6 +266,92 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
       const next = await store.update('cas', (c) => c && { ...c, activeStep: 'B' });
       expect(next).toMatchObject({ sequenceIndex: 9, activeStep: 'B', version: 5 });
     });
+  });
+
+  it('migrates a version-1 table: its sessions stay, and they gain an event log', async () => {
+    const table = newTable();
+    // The table as Baton with schema version 1 left it.
+    await sql(`CREATE TABLE "${table}_migrations" (version INTEGER PRIMARY KEY, description TEXT NOT NULL,
+      applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`);
+    await sql(`INSERT INTO "${table}_migrations" (version, description) VALUES (1, 'v1')`);
+    await sql(`CREATE TABLE "${table}" (session_key BYTEA PRIMARY KEY, session_id TEXT NOT NULL, state JSONB NOT NULL,
+      version BIGINT NOT NULL, expires_at BIGINT, last_access BIGINT NOT NULL)`);
+    const kept = { ...state('kept'), recentlyUsedTools: ['search'], ttl: 0, version: 3 };
+    await sql(`INSERT INTO "${table}" VALUES (sha256(convert_to('kept', 'UTF8')), 'kept', $1::jsonb, 3, NULL, 1)`, [
+      JSON.stringify(kept),
+    ]);
+    const store = open({ table });
+    expect(await store.get('kept')).toEqual(kept);
+    await store.update('kept', loggedTool('think'));
+    expect((await store.readLog!('kept')).map((entry) => entry.history)).toEqual([['search', 'think']]);
+    const versions = await sql<{ version: number }>(`SELECT version FROM "${table}_migrations" ORDER BY version`);
+    expect(versions.map((row) => row.version)).toEqual([1, 2]);
+  });
+
+  it('appends event log entries in the write statement: the same queries, none for a lost compare-and-set', async () => {
+    const table = newTable();
+    const pool = new pg.Pool({ connectionString: URL, max: 4 });
+    const sent: string[] = [];
+    // Count the statements the store sends through its pool (clients it checks out included).
+    pool.on('connect', (client) => {
+      const original = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text?: string };
+        sent.push(typeof first === 'string' ? first : (first.text ?? ''));
+        return original(...args);
+      };
+    });
+    tables.add(table);
+    const store = postgresStore({ pool, table });
+    stores.push(store);
+    await store.update('warm', addTool('first'));
+    sent.length = 0;
+    await store.update('warm', addTool('plain'));
+    const plain = sent.length;
+    expect(plain).toBeGreaterThan(0);
+    sent.length = 0;
+    await store.update('warm', loggedTool('logged'));
+    expect(sent.length).toBe(plain);
+    // Another instance writes: our compare-and-set loses, and only the retry's entry lands.
+    const other = open({ table });
+    await other.update('warm', loggedTool('other'));
+    await store.update('warm', loggedTool('stale'));
+    const entries = await store.readLog!('warm');
+    expect(entries.map((entry) => entry.seq)).toEqual([1, 2, 3]);
+    expect(entries.at(-1)!.history.slice(-2)).toEqual(['other', 'stale']);
+    // Two instances racing lose and repeat nothing.
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? store : other).update('warm', loggedTool(`r${i}`))),
+    );
+    expect((await other.readLog!('warm')).map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 43 }, (_, i) => i + 1),
+    );
+    await pool.end();
+  });
+
+  it('drops the log with its session: delete, eviction, and an expired session written again', async () => {
+    const table = newTable();
+    const clock = { at: 1_000_000 };
+    const store = open({ table, maxSessions: 2, now: () => clock.at });
+    const logRows = async (id: string) =>
+      (
+        await sql<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${table}_log" WHERE session_key = sha256(convert_to($1, 'UTF8'))`,
+          [id],
+        )
+      )[0]?.n;
+    for (const id of ['a', 'b', 'c']) {
+      await store.update(id, loggedTool(id));
+      clock.at += 10;
+    }
+    expect(await logRows('a')).toBe(0); // evicted with a
+    await store.delete('c');
+    expect(await logRows('c')).toBe(0);
+    await store.update('brief', loggedTool('x', { ttl: 100 }));
+    clock.at += 500;
+    await store.update('brief', loggedTool('y', { ttl: 100 }));
+    // The old session's entry is gone; the new one starts its own log.
+    expect((await store.readLog!('brief')).map((entry) => entry.history)).toEqual([['y']]);
   });
 
   it('is not fooled by a session deleted and created again with the same version', async () => {

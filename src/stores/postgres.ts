@@ -3,6 +3,12 @@
  * `update` first tries a compare-and-set on the row version it knows (one statement, one
  * commit); when another writer got in first it falls back to a transaction that locks the row
  * (`SELECT ... FOR UPDATE`), so a hot session never livelocks the way endless retries can.
+ *
+ * Sessions' event logs live in `<table>_log`, one row per entry, referencing their session
+ * with ON DELETE CASCADE (delete, sweep and eviction take them along). A write's entries are
+ * inserted, and the log trimmed to its capacity, by the statement that writes the state
+ * (data-modifying CTEs over the write's RETURNING row), so a compare-and-set that finds no
+ * row appends nothing, and a logged write costs no extra round trip.
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
@@ -13,6 +19,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
+import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
@@ -55,7 +62,7 @@ export interface PostgresStoreOptions extends StoreOptions {
 }
 
 /** The schema version this code writes; a table with a newer one is refused. */
-export const POSTGRES_SCHEMA_VERSION = 1;
+export const POSTGRES_SCHEMA_VERSION = 2;
 
 const STORE_NAME = 'postgres';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
@@ -87,6 +94,17 @@ const MIGRATIONS: readonly Migration[] = [
       )`,
       `CREATE INDEX ${quote(`${table}_expires_at_idx`)} ON ${quote(table)} (expires_at)`,
       `CREATE INDEX ${quote(`${table}_last_access_idx`)} ON ${quote(table)} (last_access)`,
+    ],
+  },
+  {
+    description: 'event log entries beside their session',
+    statements: (table) => [
+      `CREATE TABLE ${quote(`${table}_log`)} (
+        session_key BYTEA NOT NULL REFERENCES ${quote(table)} (session_key) ON DELETE CASCADE,
+        seq BIGINT NOT NULL,
+        entry JSONB NOT NULL,
+        PRIMARY KEY (session_key, seq)
+      )`,
     ],
   },
 ];
@@ -133,26 +151,47 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
   if (ownsPool) pool.on('error', () => undefined);
 
   const t = quote(table);
+  const log = quote(`${table}_log`);
   const live = '(expires_at IS NULL OR expires_at > $2)';
+  /**
+   * A write statement that also appends the entries in `$n` (a JSON array) and trims the log to
+   * seq > `$n+1`: the CTEs act only when `w` wrote a row, and all see one snapshot, so the trim
+   * never touches the entries inserted beside it.
+   */
+  const logged = (write: string, n: number) => `WITH w AS (${write}),
+    a AS (INSERT INTO ${log} (session_key, seq, entry)
+      SELECT $1, (e->>'seq')::bigint, e FROM w, jsonb_array_elements($${n}::jsonb) AS e),
+    d AS (DELETE FROM ${log} WHERE session_key = $1 AND seq <= $${n + 1} AND EXISTS (SELECT 1 FROM w))
+    SELECT revision, expires_at FROM w`;
   // `xmin` is the id of the transaction that wrote a row version: comparing it (and `version`,
   // which alone could repeat when a session is deleted and created again) detects any other
   // write since we read the row. States travel as JSON text so a known one can be cached.
   const returning = 'RETURNING xmin::text AS revision, expires_at';
+  const writeSql = `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2 WHERE session_key = $1
+      ${returning}`;
+  const writeIfSql = `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2
+      WHERE session_key = $1 AND xmin = $6::xid AND version = $7 AND ${live} ${returning}`;
+  const insertSql = `INSERT INTO ${t} (session_key, session_id, state, version, expires_at, last_access)
+      VALUES ($1, $3, $4::jsonb, $5, $6, $2) ON CONFLICT (session_key) DO NOTHING ${returning}`;
   const sql = {
     // Reads renew nothing: TTLs and `last_access` ride on writes, so a read is never a write.
     get: `SELECT state::text AS json, xmin::text AS revision, expires_at FROM ${t} WHERE session_key = $1 AND ${live}`,
     peek: `SELECT state::text AS json, xmin::text AS revision, expires_at, NOT ${live} AS expired
       FROM ${t} WHERE session_key = $1`,
     lock: `SELECT state::text AS json, NOT ${live} AS expired FROM ${t} WHERE session_key = $1 FOR UPDATE`,
-    write: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2 WHERE session_key = $1
-      ${returning}`,
+    write: writeSql,
+    writeLogged: logged(writeSql, 6),
     // An update that changes nothing only checks that the copy it ran on is still current.
     checkIf: `SELECT xmin::text AS revision, expires_at FROM ${t}
       WHERE session_key = $1 AND xmin = $3::xid AND version = $4 AND ${live}`,
-    writeIf: `UPDATE ${t} SET state = $3::jsonb, version = $4, expires_at = $5, last_access = $2
-      WHERE session_key = $1 AND xmin = $6::xid AND version = $7 AND ${live} ${returning}`,
-    insert: `INSERT INTO ${t} (session_key, session_id, state, version, expires_at, last_access)
-      VALUES ($1, $3, $4::jsonb, $5, $6, $2) ON CONFLICT (session_key) DO NOTHING ${returning}`,
+    writeIf: writeIfSql,
+    writeIfLogged: logged(writeIfSql, 8),
+    insert: insertSql,
+    insertLogged: logged(insertSql, 7),
+    // A session written over an expired row starts with no entries of the old one.
+    clearLog: `DELETE FROM ${log} WHERE session_key = $1`,
+    readLog: `SELECT seq::text AS position, entry::text AS json FROM ${log} WHERE session_key = $1
+      AND EXISTS (SELECT 1 FROM ${t} WHERE session_key = $1 AND ${live}) ORDER BY seq`,
     remove: `DELETE FROM ${t} WHERE session_key = $1 RETURNING ${live} AS live`,
     removeExpired: `DELETE FROM ${t} WHERE session_key = $1`,
     sweep: `DELETE FROM ${t} WHERE expires_at <= $1`,
@@ -284,7 +323,10 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     const stored = checkedState({ ...next, version: current.version + 1 });
     const json = JSON.stringify(stored);
     const values = [key, at, json, stored.version, expiresAt(stored, at), base.revision, current.version];
-    const [row] = await run<WrittenRow>(client, 'writeIf', values);
+    const entries = logArguments(next);
+    const [row] = await (entries
+      ? run<WrittenRow>(client, 'writeIfLogged', [...values, ...entries])
+      : run<WrittenRow>(client, 'writeIf', values));
     return row && { state: stored, revision: revisionOf(row, json) };
   }
 
@@ -299,17 +341,33 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     const stored = checkedState({ ...next, version: 1 });
     const json = JSON.stringify(stored);
     const values = [key, at, sessionId, json, stored.version, expiresAt(stored, at)];
-    const [row] = await run<WrittenRow>(client, 'insert', values);
+    const entries = logArguments(next);
+    const [row] = await (entries
+      ? run<WrittenRow>(client, 'insertLogged', [...values, ...entries])
+      : run<WrittenRow>(client, 'insert', values));
     if (row === undefined) return undefined;
     if (maxSessions !== Number.POSITIVE_INFINITY) await evictBeyondLimit(client, key);
     return { state: stored, revision: revisionOf(row, json) };
   }
 
   /** The pessimistic path: lock the row (or win the insert), so it always makes progress. */
-  /** Writes `stored` to the locked row and returns it with the row's new revision. */
-  async function writeRow(client: PoolClient, key: Buffer, at: number, stored: OrchestrationState) {
+  /**
+   * Writes `stored` (made from `next`, the updater's result, whose log entries it appends) to
+   * the locked row and returns it with the row's new revision.
+   */
+  async function writeRow(
+    client: PoolClient,
+    key: Buffer,
+    at: number,
+    next: OrchestrationState,
+    stored: OrchestrationState,
+  ) {
     const json = JSON.stringify(stored);
-    const [written] = await run<WrittenRow>(client, 'write', [key, at, json, stored.version, expiresAt(stored, at)]);
+    const values = [key, at, json, stored.version, expiresAt(stored, at)];
+    const entries = logArguments(next);
+    const [written] = await (entries
+      ? run<WrittenRow>(client, 'writeLogged', [...values, ...entries])
+      : run<WrittenRow>(client, 'write', values));
     return { state: stored, revision: written && revisionOf(written, json) };
   }
 
@@ -321,7 +379,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
         const next = callUpdater(fn, current);
         if (next === undefined || next === current) return { state: current, revision: undefined };
         const stored = checkedState({ ...next, version: current.version + 1 });
-        return writeRow(client, key, at, stored);
+        return writeRow(client, key, at, next, stored);
       }
       const next = callUpdater(fn, undefined);
       if (row !== undefined) {
@@ -331,7 +389,8 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
           return { state: undefined };
         }
         const stored = checkedState({ ...next, version: 1 });
-        return writeRow(client, key, at, stored);
+        await run(client, 'clearLog', [key]);
+        return writeRow(client, key, at, next, stored);
       }
       if (next === undefined) return { state: undefined };
       const created = await create(client, key, sessionId, at, next);
@@ -431,6 +490,25 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
         updateNow(key, sessionId, fn),
       );
     },
+    async readLog(sessionId) {
+      const key = sessionKey(sessionId);
+      checkOpen();
+      await ready();
+      const rows = await oneStatement<{ position: string; json: string }>('readLog', [key, now()]);
+      return rows.map((row) => {
+        try {
+          return assertLogEntry(JSON.parse(row.json), `entry ${row.position} of the event log`);
+        } catch (error) {
+          throw new StoreUnavailableError(
+            STORE_NAME,
+            `the event log of session ${JSON.stringify(sessionId.slice(0, 80))} in table "${table}_log" is corrupted: ` +
+              `${(error as Error).message}. Delete the session to start it afresh.`,
+            { cause: error },
+          );
+        }
+      });
+    },
+
     async delete(sessionId) {
       const key = sessionKey(sessionId);
       checkOpen();
@@ -510,6 +588,19 @@ async function migrate(pool: Pool, table: string): Promise<void> {
     client.off('error', ignore);
     client.release(broken === undefined ? undefined : toError(broken));
   }
+}
+
+/**
+ * The log arguments of a logged write statement (the entries as a JSON array, and the highest
+ * seq to trim), or undefined when `next` carries no entries. Only the newest `capacity` entries
+ * are sent: the statement's trim cannot see the rows it inserts.
+ */
+function logArguments(next: OrchestrationState): [string, number] | undefined {
+  const entries = logEntriesOf(next);
+  const log = next.log;
+  if (entries === undefined || log === undefined) return undefined;
+  const kept: readonly SessionLogEntry[] = entries.slice(-log.capacity);
+  return [JSON.stringify(kept), log.seq - log.capacity];
 }
 
 /** A committed row version: the `xmin` that wrote it and its state as JSON text. */
