@@ -282,9 +282,48 @@ export interface Explanation {
         readonly blocked: boolean;
       }
     | undefined;
+  /** The tools allowed now: none while a token budget is spent. */
   readonly allowedTools: readonly string[];
   /** Every agent tool, then every tool the config names that the agent does not have. */
   readonly tools: readonly ToolExplanation[];
+  /** The spent token budget, when one is: every tool is refused with reason `budget`. */
+  readonly budget?: BudgetStatus;
+}
+
+/** A spent token budget. */
+export interface BudgetStatus {
+  /** `session`: the orchestration's budget; `step`: the active step's. */
+  readonly scope: 'session' | 'step';
+  readonly step: string | undefined;
+  readonly limit: number;
+  readonly used: number;
+}
+
+/** The spent token budget of the session or its active step, if one is spent. */
+export function budgetOf(plan: OrchestrationPlan, state: OrchestrationState): BudgetStatus | undefined {
+  if (!plan.hasBudgets) return undefined;
+  const total = state.cumulativeTokenUsage.totalTokens;
+  if (plan.tokenBudget !== undefined && total >= plan.tokenBudget) {
+    return { scope: 'session', step: undefined, limit: plan.tokenBudget, used: total };
+  }
+  const step = activeStepOf(plan, state);
+  if (step?.tokenBudget !== undefined) {
+    const used = state.stepTokens?.[step.name] ?? 0;
+    if (used >= step.tokenBudget) return { scope: 'step', step: step.name, limit: step.tokenBudget, used };
+  }
+  return undefined;
+}
+
+/** Why a call is refused while `budget` is spent (reason code `budget`). */
+export function budgetDenial(budget: BudgetStatus): ToolDenial {
+  const whose = budget.scope === 'session' ? 'this session' : `step "${budget.step}"`;
+  return {
+    code: 'budget',
+    scope: budget.scope,
+    limit: budget.limit,
+    used: budget.used,
+    message: `the token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens); answer without tools`,
+  };
 }
 
 /** Where the session stands: the active step, its sequence and the allowed tools. */
@@ -326,9 +365,12 @@ export function explainTools(
   agentTools: readonly string[],
 ): Explanation {
   const step = activeStepOf(plan, state);
-  const allowed = allowedTools(plan, state, agentTools).tools;
+  const budget = budgetOf(plan, state);
+  // A spent budget refuses what the step would allow: the step's own reasons come first.
+  const stepAllowed = allowedTools(plan, state, agentTools).tools;
+  const allowed = budget === undefined ? stepAllowed : [];
   const tools: ToolExplanation[] = agentTools.map((tool) => {
-    const reason = denialOf(plan, state, tool, agentTools);
+    const reason = denialOf(plan, state, tool, agentTools) ?? (budget && budgetDenial(budget));
     return reason ? { tool, allowed: false, reason } : { tool, allowed: true };
   });
   const known = new Set(agentTools);
@@ -345,9 +387,11 @@ export function explainTools(
     sessionId: state.sessionId,
     activeStep: step?.name,
     stepDescription: step?.description,
-    sequence: sequenceOf(step, state, allowed),
+    // The sequence as the step has it: a spent budget does not make it blocked.
+    sequence: sequenceOf(step, state, stepAllowed),
     allowedTools: allowed,
     tools,
+    ...(budget === undefined ? {} : { budget }),
   };
 }
 

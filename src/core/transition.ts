@@ -30,6 +30,9 @@ import {
   activeStepOf,
   addTokenUsage,
   allowedTools,
+  type BudgetStatus,
+  budgetDenial,
+  budgetOf,
   denialOf,
   type Explanation,
   handleMessage,
@@ -44,6 +47,9 @@ import {
   TOOL_CALL_IDS_LIMIT,
   type TokenUsage,
 } from './state.js';
+
+// Budgets are part of explaining a session, so they live in the engine; re-exported for the shells.
+export { type BudgetStatus, budgetDenial, budgetOf };
 
 /** What can happen to a session; see each member. */
 export type TransitionInput =
@@ -120,15 +126,6 @@ export interface StepDecision {
   readonly wouldOffer?: readonly string[];
   /** A spent token budget: no tool is offered (in shadow mode, only reported). */
   readonly budget?: BudgetStatus;
-}
-
-/** A spent token budget. */
-export interface BudgetStatus {
-  /** `session`: the orchestration's budget; `step`: the active step's. */
-  readonly scope: 'session' | 'step';
-  readonly step: string | undefined;
-  readonly limit: number;
-  readonly used: number;
 }
 
 /** The answer to a `tool-requested` input. */
@@ -450,33 +447,6 @@ function policyDecision(
 /** True when the session's active step (or, without its own setting, the plan) is in shadow mode. */
 export function shadowOf(plan: OrchestrationPlan, state: OrchestrationState): boolean {
   return activeStepOf(plan, state)?.shadow ?? plan.shadow;
-}
-
-/** The spent token budget of the session or its active step, if one is spent. */
-export function budgetOf(plan: OrchestrationPlan, state: OrchestrationState): BudgetStatus | undefined {
-  if (!plan.hasBudgets) return undefined;
-  const total = state.cumulativeTokenUsage.totalTokens;
-  if (plan.tokenBudget !== undefined && total >= plan.tokenBudget) {
-    return { scope: 'session', step: undefined, limit: plan.tokenBudget, used: total };
-  }
-  const step = activeStepOf(plan, state);
-  if (step?.tokenBudget !== undefined) {
-    const used = state.stepTokens?.[step.name] ?? 0;
-    if (used >= step.tokenBudget) return { scope: 'step', step: step.name, limit: step.tokenBudget, used };
-  }
-  return undefined;
-}
-
-/** Why a call is refused while `budget` is spent (reason code `budget`). */
-export function budgetDenial(budget: BudgetStatus): ToolDenial {
-  const whose = budget.scope === 'session' ? 'this session' : `step "${budget.step}"`;
-  return {
-    code: 'budget',
-    scope: budget.scope,
-    limit: budget.limit,
-    used: budget.used,
-    message: `the token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens); answer without tools`,
-  };
 }
 
 /** Counts a model call's tokens against the active step when that step has a budget. */

@@ -147,6 +147,25 @@ describe('OrchestrationManager', () => {
     expect(await manager.getState('never-seen')).toBeNull();
   });
 
+  it('explains a spent token budget: nothing allowed, each tool refused for the budget after its own reasons', async () => {
+    const budgeted: OrchestrationConfig = {
+      budget: { totalTokens: 100 },
+      steps: [{ name: 'Research', isDefault: true, availableTools: { allowed: ['search', 'think'] } }],
+    };
+    const manager = createOrchestrationManager();
+    expect((await manager.explain(budgeted, [], 'b', ['search', 'think', 'email'])).allowedTools).toEqual([
+      'search',
+      'think',
+    ]);
+    await manager.addTokenUsage('b', { promptTokens: 90, completionTokens: 20 });
+    const explanation = await manager.explain(budgeted, [], 'b', ['search', 'think', 'email']);
+    expect(explanation.allowedTools).toEqual([]);
+    expect(explanation.budget).toEqual({ scope: 'session', step: undefined, limit: 100, used: 110 });
+    const byTool = Object.fromEntries(explanation.tools.map((t) => [t.tool, t]));
+    expect(byTool.search).toMatchObject({ allowed: false, reason: { code: 'budget', limit: 100, used: 110 } });
+    expect(byTool.email?.reason?.code).toBe('not-allowed');
+  });
+
   it('emits tool-rejected when a call is not allowed', async () => {
     const events: OrchestrationEvent[] = [];
     const manager = createOrchestrationManager({ onEvent: (e) => events.push(e) });

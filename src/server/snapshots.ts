@@ -7,7 +7,7 @@ import type { OrchestrationPlan } from '../core/compile.js';
 import type { Explanation } from '../core/engine.js';
 import { type SessionLogEntry, stateAtEntry } from '../core/session-log.js';
 import type { OrchestrationState } from '../core/state.js';
-import { type BudgetStatus, budgetDenial, budgetOf, shadowOf } from '../core/transition.js';
+import { type BudgetStatus, shadowOf } from '../core/transition.js';
 import type {
   OrchestrationSnapshot,
   SequenceProgress,
@@ -66,11 +66,9 @@ function restingDecision(
   { plan, agentTools }: RestingContext,
 ): { allowedTools: string[]; shadow: boolean; budget: BudgetStatus | undefined } {
   // The explanation chose the step for this state (as a new model step would): judge by that one.
-  const settled: OrchestrationState = { ...state, activeStep: explanation.activeStep };
-  const budget = budgetOf(plan, settled);
-  const enforced = budget === undefined ? [...explanation.allowedTools] : [];
-  const shadow = shadowOf(plan, settled);
-  return { allowedTools: shadow ? [...agentTools] : enforced, shadow, budget };
+  const shadow = shadowOf(plan, { ...state, activeStep: explanation.activeStep });
+  // The explanation already offers nothing while a budget is spent (engine's explainTools).
+  return { allowedTools: shadow ? [...agentTools] : [...explanation.allowedTools], shadow, budget: explanation.budget };
 }
 
 /** The snapshot of a session at rest (after a turn, in the session routes and the event log). */
@@ -112,7 +110,7 @@ export function sessionResponse(
     sessionId: state.sessionId,
     agentId,
     state: restingSnapshot(agentId, state, explanation, true, context),
-    tools: toolStatuses(explanation, restingDecision(state, explanation, context).budget),
+    tools: toolStatuses(explanation),
     createdAt: state.createdAt,
     lastAccessed: state.lastAccessed,
   };
@@ -120,15 +118,12 @@ export function sessionResponse(
 
 /**
  * Every tool as enforcement decides it (in shadow mode too: its reasons are what enforcement
- * would refuse), a spent budget refusing every tool the step would allow.
+ * would refuse; a spent budget refuses every tool the step would allow).
  */
-function toolStatuses(explanation: Explanation, budget: BudgetStatus | undefined): ToolStatus[] {
-  return explanation.tools.map((tool) => {
-    if (tool.reason) return { tool: tool.tool, allowed: tool.allowed, reason: tool.reason };
-    return budget
-      ? { tool: tool.tool, allowed: false, reason: budgetDenial(budget) }
-      : { tool: tool.tool, allowed: true };
-  });
+function toolStatuses(explanation: Explanation): ToolStatus[] {
+  return explanation.tools.map((tool) =>
+    tool.reason ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason } : { tool: tool.tool, allowed: true },
+  );
 }
 
 /**
@@ -157,7 +152,7 @@ export function sessionEventsResponse(
       turn: entry.turn,
       event: { ...entry.event },
       state: restingSnapshot(agentId, at, explanation, false, context),
-      tools: toolStatuses(explanation, restingDecision(at, explanation, context).budget),
+      tools: toolStatuses(explanation),
     });
   }
   const first = entries[0]?.seq;
