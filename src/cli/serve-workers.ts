@@ -214,8 +214,14 @@ export async function runServeWorker(options: ServeOptions, setExitCode: (code: 
 function tell(worker: Worker, message: unknown): void {
   if (!worker.isConnected()) return;
   try {
-    worker.send(message as Parameters<Worker['send']>[0]);
+    // With a callback, a channel that closes mid-send (EPIPE: the worker was just killed) is
+    // reported here; without one, Node emits it as an 'error' event that nothing listens to,
+    // and the primary crashed on it while stopping workers that kept dying.
+    worker.send(message as Parameters<Worker['send']>[0], ignoreSendError);
   } catch {
     // The channel closed in between: the worker is exiting anyway.
   }
 }
+
+/** A send to a worker that is exiting may fail; the worker's exit is handled on its own. */
+function ignoreSendError(): void {}
