@@ -93,8 +93,14 @@ export interface CompileOptions {
 const planCache = new WeakMap<ConditionRegistry, WeakMap<object, OrchestrationPlan>>();
 const stepCache = new WeakMap<object, CompiledStep>();
 
-/** A template, or its `orchestration` block: the manager accepts either. */
-export type OrchestrationSource = OrchestrationConfig | { orchestration?: OrchestrationConfig; [key: string]: unknown };
+/**
+ * A template, or its `orchestration` block: the manager accepts either. `orchestration` may be
+ * `undefined` explicitly so that an app built with `exactOptionalPropertyTypes` can pass
+ * its template (whose optional fields zod types as `T | undefined`) where a source is expected.
+ */
+export type OrchestrationSource =
+  | OrchestrationConfig
+  | { orchestration?: OrchestrationConfig | undefined; [key: string]: unknown };
 
 /**
  * Compiles (or returns the cached plan of) an orchestration config. Accepts the
