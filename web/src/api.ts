@@ -89,6 +89,20 @@ async function request<T>(path: string, init: RequestInit = {}, stateToken?: str
   return { data, stateToken: response.headers.get(STATE_HEADER) ?? undefined };
 }
 
+/**
+ * True when the server is stateless (`GET /healthz` reports store `stateless`): its sessions can
+ * only be read with the state token a turn's final part brings. False when it cannot tell.
+ */
+export async function isStatelessServer(): Promise<boolean> {
+  try {
+    const response = await fetch('/healthz', { headers: { accept: 'application/json' } });
+    const health = (await response.json()) as { store?: unknown };
+    return health.store === 'stateless';
+  } catch {
+    return false;
+  }
+}
+
 /** `GET /api/agents`. */
 export async function listAgents(): Promise<AgentListResponse> {
   return (await request<AgentListResponse>('/api/agents')).data;

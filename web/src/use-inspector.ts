@@ -10,6 +10,7 @@ import {
   deleteSession,
   getAgent,
   getSession,
+  isStatelessServer,
   listAgents,
   resetSession,
   STATE_HEADER,
@@ -79,6 +80,9 @@ export function useInspector(): Inspector {
   const streamingRef = useRef(false);
   // True once the turn's final part came (and with it a timeline refresh), until the next send.
   const finalSeenRef = useRef(false);
+  // A stateless server can explain a session only with the token of its latest state, which
+  // comes with a turn's final part: mid-turn it would answer 401 (no token yet, or a stale one).
+  const statelessRef = useRef(false);
   const noticeIds = useRef(0);
 
   const report = useCallback((error: ApiError) => {
@@ -101,6 +105,9 @@ export function useInspector(): Inspector {
   const sessionTimeline = useSessionTimeline(() => stateTokenRef.current);
 
   useEffect(() => {
+    void isStatelessServer().then((stateless) => {
+      statelessRef.current = stateless;
+    });
     listAgents()
       .then(({ agents: list }) => {
         setAgents(list);
@@ -171,8 +178,9 @@ export function useInspector(): Inspector {
       // show when its answer explains this very state; mid-turn its store may still be a step
       // behind the stream (writes ride on the next tool call), and then the reasons wait for
       // the end of the turn.
-      if (!data.final) void sessionView.refresh(data.sessionId);
-      else {
+      if (!data.final) {
+        if (!statelessRef.current) void sessionView.refresh(data.sessionId);
+      } else {
         // The final part comes once the turn's writes are stored: its decisions are all logged.
         finalSeenRef.current = true;
         void sessionTimeline.refresh(data.sessionId);
