@@ -6,18 +6,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  assertChromium,
-  browserTestsRun,
-  buildInspector,
-  CHROMIUM,
-  CHROMIUM_ARGS,
-  collectErrors,
-  overflowsHorizontally,
-} from './helpers/browser.js';
-import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
+import { browserTestsRun, collectErrors, overflowsHorizontally, startInspectorRig } from './helpers/browser.js';
+import { type ServeProcess, stopServeProcess } from './helpers/serve-process.js';
 
 /** A research question: the offline model plans search, then think, then reflect. */
 const QUESTION = 'How many electric vehicles will be on the road by 2030?';
@@ -124,24 +116,10 @@ describe.skipIf(!browserTestsRun('inspector rollout browser tests'))(
     let browser: Browser | undefined;
 
     beforeAll(async () => {
-      assertChromium();
       dir = mkdtempSync(join(tmpdir(), 'baton-rollout-'));
       writeFileSync(join(dir, 'rollout-shadow.json'), JSON.stringify(SHADOW_TEMPLATE, null, 2));
       writeFileSync(join(dir, 'rollout-budget.json'), JSON.stringify(BUDGET_TEMPLATE, null, 2));
-      await buildInspector();
-      // A small delay per streamed chunk, so that each model step's state is on screen a while.
-      server = await startServeProcess([
-        dir,
-        '--model',
-        'offline',
-        '--store',
-        'memory:',
-        '--port',
-        '0',
-        '--offline-delay',
-        '15',
-      ]);
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+      ({ server, browser } = await startInspectorRig(dir));
     });
 
     afterAll(async () => {

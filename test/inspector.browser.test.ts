@@ -12,22 +12,14 @@ import { copyFileSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
 import type { AgentDetailResponse, SessionEventsResponse, SessionResponse } from '../src/server/api-types.js';
 import { type BatonApp, createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
-import {
-  assertChromium,
-  browserTestsRun,
-  buildInspector,
-  CHROMIUM,
-  CHROMIUM_ARGS,
-  collectErrors,
-  overflowsHorizontally,
-} from './helpers/browser.js';
-import { startServeProcess, stopServeProcess } from './helpers/serve-process.js';
+import { browserTestsRun, collectErrors, overflowsHorizontally, startInspectorRig } from './helpers/browser.js';
+import { stopServeProcess } from './helpers/serve-process.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const QUESTION = 'How many electric vehicles will be on the road by 2030?';
@@ -117,24 +109,11 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
   let browser: Browser | undefined;
 
   beforeAll(async () => {
-    assertChromium();
     mkdirSync(SHOTS, { recursive: true });
     // The page under test is the one `npm run build:web` produces, served from dist/web.
-    await buildInspector();
-    // A small delay per streamed chunk, so the page renders each model step as a user sees it.
-    ({ child: server, url } = await startServeProcess([
-      'examples/agents',
-      '--model',
-      'offline',
-      '--store',
-      'memory:',
-      '--port',
-      '0',
-      '--offline-delay',
-      '15',
-    ]));
-    // launch() gives the browser a fresh temporary profile of its own, removed on close.
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    const rig = await startInspectorRig('examples/agents');
+    ({ child: server, url } = rig.server);
+    browser = rig.browser;
   });
 
   afterAll(async () => {

@@ -12,7 +12,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Page } from 'playwright-core';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { type ServeProcess, startServeProcess } from './serve-process.js';
 import { servicesRequired } from './services.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -162,4 +163,26 @@ export function collectErrors(page: Page): string[] {
 /** Whether the page scrolls sideways (it should not, at any width). */
 export async function overflowsHorizontally(page: Page): Promise<boolean> {
   return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+}
+
+/** What a browser test file runs against: `baton serve` and a Chromium. */
+export interface InspectorRig {
+  server: ServeProcess;
+  browser: Browser;
+}
+
+/**
+ * Builds the page (see {@link buildInspector}), starts `baton serve <agentsPath>` as a user
+ * would, with the offline model and memory sessions, and launches Chromium. The offline model
+ * waits a little per streamed chunk, so the page renders each model step as a user sees it.
+ * The caller closes the browser and stops the server (`stopServeProcess`).
+ */
+export async function startInspectorRig(agentsPath: string): Promise<InspectorRig> {
+  assertChromium();
+  await buildInspector();
+  const args = [agentsPath, '--model', 'offline', '--store', 'memory:', '--port', '0', '--offline-delay', '15'];
+  const server = await startServeProcess(args);
+  // launch() gives the browser a fresh temporary profile of its own, removed on close.
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  return { server, browser };
 }
