@@ -61,6 +61,14 @@ export {
   type StepCondition,
   templateJsonSchema,
 } from './core/schema.js';
+// What a store of your own needs to keep event logs (SessionStore.readLog).
+export {
+  assertLogEntry,
+  type LoggedEvent,
+  logEntriesOf,
+  type SessionLogEntry,
+  type SessionLogState,
+} from './core/session-log.js';
 export {
   type AIOrchestrationState,
   createState,
