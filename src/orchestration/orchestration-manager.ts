@@ -65,9 +65,9 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
   leaseMs?: number;
   /**
    * Keep each session's latest `eventLog` decisions (events, each with the session's state right
-   * after it) in its state, for timelines such as the inspector's (default 0: keep none; at most
-   * 1,000). Every write of a session carries its log, so keep it small: 100 costs a few
-   * kilobytes per session.
+   * after it), for timelines such as the inspector's (default 0: keep none; at most 1,000). The
+   * store appends a write's entries beside the state in the same atomic write (stores without
+   * `readLog` keep none); it costs a turn 1.25-1.7x on the built-in stores (docs/benchmarks.md).
    */
   eventLog?: number;
 }
