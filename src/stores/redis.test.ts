@@ -89,66 +89,77 @@ describe.skipIf(skip)('redisStore', () => {
     await Promise.all(clients.map((c) => c.quit()));
   });
 
-  it('changes a state in 1 round trip when it holds the latest version or creates it, 2 when another instance wrote last', async () => {
-    const namespace = `rt${namespaceCount++}`;
-    for (const maxSessions of [undefined, 1_000]) {
-      const { client, sent } = await countingClient();
-      const store = open({ client, maxSessions }, namespace);
-      await store.update('warm', addTool('first')); // created by one script call, no GET first
-      expect(sent).toEqual(['evalsha']);
-      sent.length = 0;
-      for (let i = 0; i < 20; i++) await store.update('warm', addTool(`t${i}`));
-      expect(sent).toHaveLength(20);
-      expect(new Set(sent)).toEqual(new Set(['evalsha']));
-      sent.length = 0;
-      await store.update('warm', (current) => current); // a no-op only checks its copy is current
-      expect(sent).toEqual(['evalsha']);
+  it('changes a state in 1 round trip when it holds the latest version or creates it, 2 when another instance wrote last, with or without event log entries', async () => {
+    // A write that appends log entries must cost exactly what one without costs: the entries
+    // ride in the same script call as the state.
+    for (const [kind, change] of [
+      ['unlogged', addTool],
+      ['logged', loggedTool],
+    ] as const) {
+      const namespace = `rt${namespaceCount++}`;
+      for (const maxSessions of [undefined, 1_000]) {
+        const { client, sent } = await countingClient();
+        const store = open({ client, maxSessions }, namespace);
+        await store.update('warm', change('first')); // created by one script call, no GET first
+        expect(sent, kind).toEqual(['evalsha']);
+        sent.length = 0;
+        for (let i = 0; i < 20; i++) await store.update('warm', change(`t${i}`));
+        expect(sent, kind).toHaveLength(20);
+        expect(new Set(sent), kind).toEqual(new Set(['evalsha']));
+        sent.length = 0;
+        await store.update('warm', (current) => current); // a no-op only checks its copy is current
+        expect(sent, kind).toEqual(['evalsha']);
 
-      // A second instance has never seen the session: its create attempt is answered with the
-      // stored state, and the retry writes (two script calls, no GET).
-      const { client: coldClient, sent: coldSent } = await countingClient();
-      const cold = open({ client: coldClient, maxSessions }, namespace);
-      await cold.update('warm', addTool('cold'));
-      expect(coldSent).toEqual(['evalsha', 'evalsha']);
-      // An instance that must only read a session it has not seen makes one GET.
-      const { client: readClient, sent: readSent } = await countingClient();
-      const reader = open({ client: readClient, maxSessions }, namespace);
-      expect(await reader.update('warm', (current) => current)).toMatchObject({ version: 22 });
-      expect(readSent).toEqual(['get']);
-      // The first instance's copy is now stale: the script's conflict reply carries the
-      // latest state, so the retry costs one more round trip and no GET.
-      sent.length = 0;
-      const final = await store.update('warm', addTool('after'));
-      expect(sent).toEqual(['evalsha', 'evalsha']);
-      expect(final?.recentlyUsedTools.slice(-3)).toEqual(['t19', 'cold', 'after']);
-      expect(final?.version).toBe(23);
-      await store.delete('warm');
+        // A second instance has never seen the session: its create attempt is answered with the
+        // stored state, and the retry writes (two script calls, no GET).
+        const { client: coldClient, sent: coldSent } = await countingClient();
+        const cold = open({ client: coldClient, maxSessions }, namespace);
+        await cold.update('warm', change('cold'));
+        expect(coldSent, kind).toEqual(['evalsha', 'evalsha']);
+        // An instance that must only read a session it has not seen makes one GET.
+        const { client: readClient, sent: readSent } = await countingClient();
+        const reader = open({ client: readClient, maxSessions }, namespace);
+        expect(await reader.update('warm', (current) => current)).toMatchObject({ version: 22 });
+        expect(readSent, kind).toEqual(['get']);
+        // The first instance's copy is now stale: the script's conflict reply carries the
+        // latest state, so the retry costs one more round trip and no GET.
+        sent.length = 0;
+        const final = await store.update('warm', change('after'));
+        expect(sent, kind).toEqual(['evalsha', 'evalsha']);
+        expect(final?.recentlyUsedTools.slice(-3)).toEqual(['t19', 'cold', 'after']);
+        expect(final?.version).toBe(23);
+        // The attempts that lost their compare-and-set (the cold create, the stale retry)
+        // appended nothing: one entry per write, numbered without gaps. readLog is one LRANGE.
+        sent.length = 0;
+        const entries = await store.readLog!('warm');
+        expect(sent).toEqual(['lrange']);
+        expect(entries.map((entry) => entry.seq)).toEqual(
+          kind === 'logged' ? Array.from({ length: 23 }, (_, i) => i + 1) : [],
+        );
+        await store.delete('warm');
+      }
     }
   });
 
-  it('appends event log entries in the write itself: no extra round trip, and none for a lost compare-and-set', async () => {
+  it('never appends the entries of an attempt that lost its compare-and-set: two instances racing lose and repeat nothing', async () => {
     const namespace = `log${namespaceCount++}`;
-    const { client, sent } = await countingClient();
-    const store = open({ client, maxSessions: 100 }, namespace);
-    await store.update('logged', loggedTool('first'));
-    for (let i = 0; i < 10; i++) await store.update('logged', loggedTool(`t${i}`));
-    // Created and logged by one script call each: the same as unlogged writes.
-    expect(sent).toEqual(Array.from({ length: 11 }, () => 'evalsha'));
-    // A second instance with a stale view loses its first compare-and-set: that attempt's entry
-    // is never appended, only the retry's.
+    const store = open({ maxSessions: 100 }, namespace);
     const other = open({}, namespace);
+    await store.update('logged', loggedTool('first'));
+    // `store`'s copy goes stale: its first attempt loses, and only the retry's entry is appended.
     await other.update('logged', loggedTool('other'));
     await store.update('logged', loggedTool('stale'));
-    const entries = await store.readLog!('logged');
-    expect(entries.map((entry) => entry.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
-    expect(entries.at(-1)!.history.slice(-2)).toEqual(['other', 'stale']);
-    // Racing instances lose and repeat nothing.
+    expect((await store.readLog!('logged')).map((entry) => entry.seq)).toEqual([1, 2, 3]);
     await Promise.all(
-      Array.from({ length: 40 }, (_, i) => (i % 2 ? store : other).update('logged', loggedTool(`r${i}`))),
+      Array.from({ length: 60 }, (_, i) => (i % 2 ? store : other).update('logged', loggedTool(`r${i}`))),
     );
-    expect((await other.readLog!('logged')).map((entry) => entry.seq)).toEqual(
-      Array.from({ length: 53 }, (_, i) => i + 1),
-    );
+    const entries = await other.readLog!('logged');
+    expect(entries.map((entry) => entry.seq)).toEqual(Array.from({ length: 63 }, (_, i) => i + 1));
+    // Each entry is the state its own write stored: the history one tool longer each time,
+    // every tool once, and the last entry's history is the stored one.
+    expect(entries.map((entry) => entry.history.length)).toEqual(Array.from({ length: 63 }, (_, i) => i + 1));
+    expect(new Set(entries.map((entry) => entry.history.at(-1))).size).toBe(63);
+    expect(entries.at(-1)!.history).toEqual((await store.get('logged'))?.recentlyUsedTools);
   });
 
   it('expires the log with its session, renewed by writes that log nothing, and evicts it with the session', async () => {
@@ -166,11 +177,49 @@ describe.skipIf(skip)('redisStore', () => {
     await pause(500);
     expect(await store.get('brief')).toBeUndefined();
     expect(await raw.exists(logKey('brief'))).toBe(0);
-    for (const id of ['x', 'y', 'z']) await store.update(id, loggedTool(id));
-    expect(await raw.exists(logKey('x'))).toBe(0); // evicted with x
-    expect(await store.readLog!('z')).toHaveLength(1);
-    await store.delete('z');
-    expect(await raw.exists(logKey('z'))).toBe(0);
+    // A session switched to ttl 0 keeps its log as long as itself: forever.
+    await store.update('kept', loggedTool('a', { ttl: 400 }));
+    await store.update('kept', (current) => current && { ...current, ttl: 0 });
+    expect(await raw.pttl(logKey('kept'))).toBe(-1);
+    for (const id of ['x', 'y']) await store.update(id, loggedTool(id));
+    expect(await raw.exists(logKey('kept'))).toBe(0); // evicted with its session
+    expect(await store.readLog!('kept')).toEqual([]);
+    expect(await store.readLog!('y')).toHaveLength(1);
+    await store.delete('y');
+    expect(await raw.exists(logKey('y'))).toBe(0);
+  });
+
+  it('appends a write of more entries than Lua can unpack, keeping the newest capacity; capacity 0 keeps none', async () => {
+    const store = open({}, `logbig${namespaceCount++}`);
+    const many = (count: number, capacity: number) => (current: OrchestrationState | undefined) => {
+      const next = current ?? state('big');
+      const items = Array.from({ length: count }, (_, i) => ({
+        event: { type: 'tool-recorded' as const, tool: `t${i}`, step: undefined },
+        state: next,
+      }));
+      return appendToLog(next, capacity, items, 1, 'm');
+    };
+    await store.update('big', many(9_000, 1_000));
+    const entries = await store.readLog!('big');
+    expect(entries).toHaveLength(1_000);
+    expect([entries[0]?.seq, entries.at(-1)?.seq]).toEqual([8_001, 9_000]);
+    await store.update('big', many(3, 0));
+    expect(await store.readLog!('big')).toEqual([]);
+    expect((await store.get('big'))?.log?.seq).toBe(9_003);
+  });
+
+  it('writes nothing when the entries cannot be appended: never a state without its entries', async () => {
+    const namespace = `logatomic${namespaceCount++}`;
+    const store = open({}, namespace);
+    await store.update('s', loggedTool('a'));
+    // Damage the log key (another type), so appending to it fails inside the script.
+    const logKey = `${redisSessionKey('s', `${RUN_PREFIX}${namespace}:`)}:log`;
+    await raw.del(logKey);
+    await raw.set(logKey, 'not a list');
+    const error = await rejection(store.update('s', loggedTool('b')));
+    expect(StoreUnavailableError.isInstance(error)).toBe(true);
+    expect(String((error as Error).message)).toMatch(/WRONGTYPE/);
+    expect((await store.get('s'))?.recentlyUsedTools).toEqual(['a']);
   });
 
   it('reports a corrupted event log entry clearly', async () => {
@@ -320,9 +369,13 @@ describe.skipIf(skip)('redisStore', () => {
     const client = new Redis(URL, { keyPrefix: `${RUN_PREFIX}kp:` });
     clients.push(client);
     const store = open({ client, maxSessions: 2 }, 'inner');
-    for (const id of ['a', 'b', 'c']) await store.update(id, () => state(id, { ttl: id === 'c' ? 100 : 0 }));
+    for (const id of ['a', 'b', 'c']) await store.update(id, loggedTool(id, { ttl: id === 'c' ? 100 : 0 }));
     const key = (id: string) => redisSessionKey(id, `${RUN_PREFIX}kp:${RUN_PREFIX}inner:`);
     expect([await raw.exists(key('a')), await raw.exists(key('b')), await raw.exists(key('c'))]).toEqual([0, 1, 1]);
+    // The evicted session's log goes with it; the others' stay, under the client's prefix too.
+    const logs = ['a', 'b', 'c'].map((id) => `${key(id)}:log`);
+    expect([await raw.exists(logs[0]!), await raw.exists(logs[1]!), await raw.exists(logs[2]!)]).toEqual([0, 1, 1]);
+    expect(await store.readLog!('b')).toHaveLength(1);
     await pause(200);
     expect(await store.sweep()).toBe(1);
     expect(await raw.zrange(`${RUN_PREFIX}kp:${RUN_PREFIX}inner:lru`, 0, -1)).toEqual(['b']);

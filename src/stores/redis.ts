@@ -7,8 +7,9 @@
  * cannot carry) are percent-escaped, so every id gets exactly one, non-empty tag and two
  * ids never share a key. A session's event log is a list beside it, `${prefix}{${escaped id}}:log`
  * (same hash tag, so the same slot and the same scripts), appended and trimmed in the script that
- * writes the state, with the same expiry. With `maxSessions`, a sorted set `${prefix}lru` ranks
- * sessions by last access (a counter kept by the server, not a clock, so ties cannot happen).
+ * writes the state, with the same expiry, and deleted with it (delete, eviction, a new session
+ * under the same id). With `maxSessions`, a sorted set `${prefix}lru` ranks sessions by last
+ * access (a counter kept by the server, not a clock, so ties cannot happen).
  *
  * Updates are optimistic: read the state (or take the copy this process last saw), compute
  * `fn` locally, then a Lua script writes only if the stored bytes are still the ones read.
@@ -131,8 +132,8 @@ end
 
 // KEYS: the session's state, its event log, the LRU index (with maxSessions on one node).
 // ARGV: expected SHA-1 of the stored value ('' = expect no value), new value ('' = only
-// renew the TTL), its ttl in ms, member, maxSessions, prefix, the log's capacity, then the
-// event log entries to append (JSON), if any.
+// renew the TTL), its ttl in ms, member, maxSessions, prefix, then, for a write that logs,
+// the log's capacity and the event log entries to append (JSON).
 // Returns {1} on success, {0} when the key is absent, {0, value} when it holds another value.
 const CAS_SCRIPT = `${LUA_HELPERS}
 local v = redis.call('GET', KEYS[1])
@@ -145,19 +146,25 @@ if ARGV[2] == '' then
   -- Nothing to write: the caller only checks its copy is current. No renewal either: TTLs
   -- and the LRU index ride on writes, so a pure read writes nothing.
   return {1}
-elseif tonumber(ARGV[3]) > 0 then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[2])
 end
+-- The log before the state: a script's writes are never rolled back, so should a command on
+-- the log fail, it fails before the state is written, not after (a state without its entries).
 -- A new session starts with no entries of an older one under its id.
 if not v then redis.call('DEL', KEYS[2]) end
-if #ARGV > 7 then
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
-  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
+if ARGV[7] then
+  -- In chunks: Lua's unpack refuses a few thousand values at once.
+  for i = 8, #ARGV, 1000 do redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+  local capacity = tonumber(ARGV[7])
+  if capacity > 0 then redis.call('LTRIM', KEYS[2], -capacity, -1) else redis.call('DEL', KEYS[2]) end
 end
--- The log lives exactly as long as its session: same expiry, renewed by the same writes.
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) else redis.call('PERSIST', KEYS[2]) end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  -- The log lives exactly as long as its session: same expiry, renewed by every write.
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+  redis.call('PERSIST', KEYS[2])
+end
 if KEYS[3] then evict(touch_lru(KEYS[3], ARGV[4], ARGV[5]), ARGV[6]) end
 return {1}
 `;
@@ -442,7 +449,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       if (write) {
         const entries = logEntriesOf(next);
         if (entries !== undefined && next.log !== undefined) {
-          logged = [String(next.log.capacity), ...entries.map((entry) => JSON.stringify(entry))];
+          // Only the newest `capacity`: older ones would be trimmed by this very write.
+          const capacity = next.log.capacity;
+          const kept = capacity > 0 ? entries.slice(-capacity) : [];
+          logged = [String(capacity), ...kept.map((entry) => JSON.stringify(entry))];
         }
         // `ttl` first, so the scripts can read it with a pattern match instead of a JSON decode.
         stored = assertState(Object.assign({ ttl: next.ttl }, next, { version: (current?.version ?? 0) + 1 }), 'state');
