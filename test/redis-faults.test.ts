@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../src/core/errors.js';
+import { appendToLog } from '../src/core/session-log.js';
 import { createState, type OrchestrationState } from '../src/core/state.js';
 import { redisSessionKey, redisStore } from '../src/stores/redis.js';
 import type { SessionStore } from '../src/stores/types.js';
@@ -293,6 +294,42 @@ describe.skipIf(skip)('redis store on a three-node Redis Cluster', () => {
       await pause(150);
       expect(await store.sweep()).toBe(3);
       expect(await cluster.zcard('slots:lru')).toBe(ids.length - 1);
+    } finally {
+      node.disconnect();
+      await store.close();
+    }
+  });
+
+  it("keeps each event log in its session's slot, and evicts and deletes it with the session", async () => {
+    if (cluster === undefined) throw new Error('the test cluster is not running');
+    // On a Cluster the LRU index lives in another slot: eviction deletes the evicted session's
+    // keys in round trips of their own, the log's among them.
+    const store: SessionStore = redisStore({ client: cluster, prefix: 'logs:', maxSessions: 2 });
+    const logged = (id: string) => (current: OrchestrationState | undefined) => {
+      const next = { ...(current ?? state(id)), recentlyUsedTools: [id] };
+      return appendToLog(
+        next,
+        10,
+        [{ event: { type: 'tool-recorded', tool: id, step: undefined }, state: next }],
+        1,
+        'm',
+      );
+    };
+    const logKey = (id: string) => `${redisSessionKey(id, 'logs:')}:log`;
+    const node = new Redis(ports[0] ?? 0, '127.0.0.1');
+    try {
+      const ids = ['a{1}', 'b{2}', 'c{3}'];
+      for (const id of ids) {
+        await store.update(id, logged(id));
+        const slot = Number(await node.call('CLUSTER', 'KEYSLOT', logKey(id)));
+        expect(slot).toBe(Number(await node.call('CLUSTER', 'KEYSLOT', redisSessionKey(id, 'logs:'))));
+      }
+      expect(await cluster.exists(logKey('a{1}'))).toBe(0); // evicted when c{3} came
+      expect(await store.readLog?.('a{1}')).toEqual([]);
+      expect((await store.readLog?.('c{3}'))?.map((entry) => entry.seq)).toEqual([1]);
+      expect(await store.delete('c{3}')).toBe(true);
+      expect(await cluster.exists(logKey('c{3}'))).toBe(0);
+      expect(await cluster.exists(logKey('b{2}'))).toBe(1);
     } finally {
       node.disconnect();
       await store.close();
