@@ -3,9 +3,16 @@
  * compiled, sequences as sets, steps looked up by name. Plans are cached by the identity
  * of the config object, so calls that pass the same object never recompile.
  */
-import { type ConditionRegistry, type ConditionTest, defaultConditionRegistry } from './conditions.js';
+import {
+  type ConditionRegistry,
+  type ConditionTest,
+  defaultConditionRegistry,
+  type MessageInfo,
+} from './conditions.js';
 import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import { type CompiledRule, compileRules } from './rules.js';
 import type { OrchestrationConfig, OrchestrationStep, StepCondition } from './schema.js';
+import type { PendingMessage } from './state.js';
 import { formatPath, TemplateConfigError, type TemplateIssue } from './template-issues.js';
 import { validateOrchestration } from './validate-template.js';
 
@@ -47,6 +54,8 @@ export interface CompiledStep {
   readonly resetOnOutOfSequence: boolean;
   /** Conditions that reset the sequence when they hold for a new user message. */
   readonly resetOnMessage: readonly ConditionTest[];
+  /** Rules on calls that apply while this step is active. */
+  readonly rules: readonly CompiledRule[];
   /** True when availableTools lets `tool` through (memoized). */
   permits(tool: string): boolean;
   /** The tools of `agentTools` this step permits, and per sequence position (cached per list). */
@@ -70,6 +79,14 @@ export interface OrchestrationPlan {
   readonly hasBudgets: boolean;
   /** True when some condition reads the user message. */
   readonly readsMessages: boolean;
+  /** Rules on calls that apply in every step. */
+  readonly rules: readonly CompiledRule[];
+  /** True when the config or a step has rules on calls. */
+  readonly hasRules: boolean;
+  /** The rule with this id (`rules[0]`, `steps[2].rules[1]`), if the plan has it. */
+  rule(id: string): CompiledRule | undefined;
+  /** The rules that apply to a call of `tool` while `step` is active: the plan's, then the step's (cached). */
+  rulesFor(step: CompiledStep | undefined, tool: string): readonly CompiledRule[];
   /** Tool names the config mentions by exact name (sequences, conditions, allowed). */
   readonly referencedTools: readonly string[];
   /** Warnings found when the config was validated. */
@@ -78,6 +95,13 @@ export interface OrchestrationPlan {
   step(name: string | undefined): CompiledStep | undefined;
   /** `agentTools` as a frozen list, cached (the answer when no step is active). */
   allTools(agentTools: readonly string[]): readonly string[];
+  /**
+   * What a session keeps of a user message that waits behind a running call: its key and the
+   * indexes of the plan's message-only conditions that hold, so the state does not grow with
+   * the text; or the text itself when some message condition of the plan reads more than the
+   * message (a custom one that is not `messageOnly`).
+   */
+  pendingMessage(message: MessageInfo): PendingMessage;
 }
 
 /** Options of {@link compileOrchestration}. */
@@ -133,7 +157,15 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
   return plan;
 }
 
-const ORCHESTRATION_KEYS = new Set(['description', 'defaultStep', 'historyLimit', 'shadow', 'budget', 'steps']);
+const ORCHESTRATION_KEYS = new Set([
+  'description',
+  'defaultStep',
+  'historyLimit',
+  'shadow',
+  'budget',
+  'rules',
+  'steps',
+]);
 
 function isOrchestrationBlock(source: unknown): boolean {
   if (typeof source !== 'object' || source === null || !('steps' in source)) return false;
@@ -159,7 +191,8 @@ function buildPlan(
   registry: ConditionRegistry,
   warnings: TemplateIssue[],
 ): OrchestrationPlan {
-  const steps = config.steps.map((step, index) => buildStep(step, index, registry));
+  const messages: MessageConditions = { tests: [], keepsText: false };
+  const steps = config.steps.map((step, index) => buildStep(step, index, registry, messages));
   const byName = new Map(steps.map((s) => [s.name, s]));
   const defaultStep =
     config.defaultStep !== undefined ? byName.get(config.defaultStep) : steps.find((s) => s.source.isDefault === true);
@@ -175,6 +208,10 @@ function buildPlan(
     for (const a of s.availableTools?.allowed ?? []) if (!a.includes('*')) referenced.add(a);
   }
   const allToolsCache = new WeakMap<readonly string[], readonly string[]>();
+  const rules = compileRules(config.rules, undefined);
+  const ruleById = new Map<string, CompiledRule>();
+  for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
+  const rulesByStep = new Map<string | undefined, Map<string, readonly CompiledRule[]>>();
   return Object.freeze({
     config,
     steps: Object.freeze(steps),
@@ -185,6 +222,22 @@ function buildPlan(
     tokenBudget: config.budget?.totalTokens,
     hasBudgets: config.budget !== undefined || steps.some((s) => s.tokenBudget !== undefined),
     readsMessages,
+    rules: Object.freeze(rules),
+    hasRules: ruleById.size > 0,
+    rule: (id: string) => ruleById.get(id),
+    rulesFor(step: CompiledStep | undefined, tool: string): readonly CompiledRule[] {
+      let byTool = rulesByStep.get(step?.name);
+      if (byTool === undefined) {
+        byTool = new Map();
+        rulesByStep.set(step?.name, byTool);
+      }
+      let list = byTool.get(tool);
+      if (list === undefined) {
+        list = Object.freeze([...rules, ...(step?.rules ?? [])].filter((rule) => rule.matches(tool)));
+        if (byTool.size < 10_000) byTool.set(tool, list);
+      }
+      return list;
+    },
     referencedTools: Object.freeze([...referenced]),
     warnings: Object.freeze(warnings),
     step: (name: string | undefined) => (name === undefined ? undefined : byName.get(name)),
@@ -195,12 +248,53 @@ function buildPlan(
       allToolsCache.set(agentTools, copy);
       return copy;
     },
+    pendingMessage(message: MessageInfo): PendingMessage {
+      if (messages.keepsText) return { key: message.key, text: message.text };
+      const matches: number[] = [];
+      const context = { history: NO_TOOLS, message, sequence: NO_SETS };
+      for (let i = 0; i < messages.tests.length; i++) if (messages.tests[i]!(context)) matches.push(i);
+      return { key: message.key, matches };
+    },
   });
+}
+
+const NO_TOOLS: readonly string[] = Object.freeze([]);
+const NO_SETS: readonly ReadonlySet<string>[] = Object.freeze([]);
+
+/** The plan's message-only conditions, numbered as they compile, and whether it needs texts. */
+interface MessageConditions {
+  readonly tests: ConditionTest[];
+  keepsText: boolean;
+}
+
+/**
+ * Compiles a condition; a message-only one is numbered, and answers from a kept message's
+ * `matches` when it has them (a message replayed from behind a running call has no text).
+ */
+function compileCondition(
+  condition: StepCondition,
+  registry: ConditionRegistry,
+  messages: MessageConditions,
+): ConditionTest {
+  const test = registry.compile(condition);
+  const use = registry.messageUse(condition);
+  if (use === 'mixed') messages.keepsText = true;
+  if (use !== 'only') return test;
+  const index = messages.tests.push(test) - 1;
+  return (context) => {
+    const matches = context.message?.matches;
+    return matches === undefined ? test(context) : matches.has(index);
+  };
 }
 
 const PERMIT_CACHE_LIMIT = 10_000;
 
-function buildStep(step: OrchestrationStep, index: number, registry: ConditionRegistry): CompiledStep {
+function buildStep(
+  step: OrchestrationStep,
+  index: number,
+  registry: ConditionRegistry,
+  messages: MessageConditions,
+): CompiledStep {
   const sequence: SequenceSlot[] = (step.sequence ?? []).map((position) => {
     const tools = Object.freeze(typeof position === 'string' ? [position] : [...position]);
     return Object.freeze({ tools, set: new Set(tools) });
@@ -210,10 +304,12 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
   const resets = step.resetSequenceOn ?? [];
   const resetOnMessage: ConditionTest[] = [];
   for (const rule of resets) {
-    if (typeof rule === 'object') resetOnMessage.push(registry.compile(rule));
+    if (typeof rule === 'object') resetOnMessage.push(compileCondition(rule, registry, messages));
     else if (rule !== 'new_message' && rule !== 'out_of_sequence') {
       // A bare message condition type: this step's own conditions of that type.
-      for (const c of step.conditions ?? []) if (c.type === rule) resetOnMessage.push(registry.compile(c));
+      for (const c of step.conditions ?? []) {
+        if (c.type === rule) resetOnMessage.push(compileCondition(c, registry, messages));
+      }
     }
   }
   const permitCache = new Map<string, boolean>();
@@ -233,7 +329,7 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
     source: step,
     description: step.description,
     instructions,
-    conditions: Object.freeze((step.conditions ?? []).map((c) => registry.compile(c))),
+    conditions: Object.freeze((step.conditions ?? []).map((c) => compileCondition(c, registry, messages))),
     sequence: Object.freeze(sequence),
     sequenceSets: Object.freeze(sequence.map((s) => s.set)),
     sequenceTools: Object.freeze(sequence.map((s) => s.tools)),
@@ -245,6 +341,7 @@ function buildStep(step: OrchestrationStep, index: number, registry: ConditionRe
     resetOnNewMessage: resets.includes('new_message'),
     resetOnOutOfSequence: resets.includes('out_of_sequence'),
     resetOnMessage: Object.freeze(resetOnMessage),
+    rules: Object.freeze(compileRules(step.rules, { name: step.name, index })),
     permits,
     view(agentTools: readonly string[]): ToolView {
       const hit = views.get(agentTools);

@@ -14,6 +14,12 @@ export interface MessageInfo {
   readonly lower: string;
   /** Identity of the message, so a message is handled as new only once. */
   readonly key: string;
+  /**
+   * A message kept behind a running call is kept as the answers of the plan's message-only
+   * conditions, not as its text (so a session's state does not grow with what users type):
+   * the indexes of those that hold. When set, `text` and `lower` are empty.
+   */
+  readonly matches?: ReadonlySet<number>;
 }
 
 /** What a condition is evaluated against. */
@@ -39,8 +45,19 @@ export interface ConditionDefinition {
   readonly requiresValue?: boolean;
   /** `value` names a tool, so validation checks the agent has it. */
   readonly valueIsTool?: boolean;
-  /** The condition reads the user message (so it can be named in `resetSequenceOn`). */
+  /**
+   * The condition reads the user message (so it can be named in `resetSequenceOn`). A condition
+   * that reads `context.message` must say so: one that does not is evaluated without the text
+   * while the message waits behind a running call.
+   */
   readonly usesMessage?: boolean;
+  /**
+   * The condition reads the user message and nothing else (not the history, not the sequence),
+   * so its answer can be kept instead of the text while the message waits behind a running
+   * call. Plans whose message conditions are all `messageOnly` (the built-in ones are) keep no
+   * message text in the state; a plan with another message condition keeps the text there.
+   */
+  readonly messageOnly?: boolean;
   /** Extra validation; returns a message describing what is wrong, or undefined. */
   readonly validate?: (condition: StepCondition, step: OrchestrationStep) => string | undefined;
   /** Compiles the condition once. Give either `compile` or `evaluate`. */
@@ -102,6 +119,7 @@ const builtins: ConditionDefinition[] = [
     description: 'the latest user message contains value, case-insensitively',
     requiresValue: true,
     usesMessage: true,
+    messageOnly: true,
     compile: (c) => {
       const needle = (c.value ?? '').toLowerCase();
       return (ctx) => ctx.message?.lower.includes(needle) === true;
@@ -112,6 +130,7 @@ const builtins: ConditionDefinition[] = [
     description: 'value (a regex, flags default "i") matches the latest user message',
     requiresValue: true,
     usesMessage: true,
+    messageOnly: true,
     validate: (c) => {
       try {
         compileRegex(c.value ?? '', c.flags ?? 'i');
@@ -204,6 +223,13 @@ export class ConditionRegistry {
     if (definition.compile) return definition.compile(condition);
     const evaluate = definition.evaluate!;
     return (context) => evaluate(condition, context);
+  }
+
+  /** How `condition` reads the user message: not at all, only the message, or with other things. */
+  messageUse(condition: StepCondition): 'none' | 'only' | 'mixed' {
+    const definition = this.#definitions.get(condition.type);
+    if (definition?.usesMessage !== true) return 'none';
+    return definition.messageOnly === true ? 'only' : 'mixed';
   }
 }
 

@@ -1,19 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { compileOrchestration } from './compile.js';
-import {
-  addTokenUsage,
-  allowedTools,
-  explainTools,
-  handleMessage,
-  normalizeUsage,
-  recordToolUse,
-  selectStep,
-} from './engine.js';
+import { addTokenUsage, allowedTools, handleMessage, normalizeUsage, recordToolUse, selectStep } from './engine.js';
 import type { OrchestrationEvent } from './events.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
 import { createState, type OrchestrationState } from './state.js';
-import { transition } from './transition.js';
+import { explain, transition } from './transition.js';
 
 const msg = (text: string, id?: string) => latestUserMessage([{ role: 'user', content: text, ...(id ? { id } : {}) }]);
 const fresh = (patch: Partial<OrchestrationState> = {}): OrchestrationState => ({ ...createState('s', 0), ...patch });
@@ -290,7 +282,7 @@ describe('explain and authorize', () => {
   const state = fresh({ activeStep: 'Research' });
 
   it('says for every tool whether it is allowed and why not', () => {
-    const e = explainTools(plan, state, tools);
+    const e = explain(plan, state, tools, { now: 0 });
     expect(e.activeStep).toBe('Research');
     expect(e.allowedTools).toEqual(['search']);
     expect(e.sequence).toMatchObject({ index: 0, length: 2, expected: ['search'], completed: false, blocked: false });

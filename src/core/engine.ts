@@ -258,37 +258,17 @@ export function denialOf(
   return undefined;
 }
 
-/** One tool in an {@link Explanation}. */
-export interface ToolExplanation {
-  readonly tool: string;
-  readonly allowed: boolean;
-  /** Why not, when not allowed. */
-  readonly reason?: ToolDenial;
-}
-
-/** Everything about what the agent may do now and why. */
-export interface Explanation {
-  readonly sessionId: string;
-  readonly activeStep: string | undefined;
-  readonly stepDescription: string | undefined;
-  /** The active step's sequence, when it has one. */
-  readonly sequence:
-    | {
-        readonly tools: readonly (readonly string[])[];
-        readonly index: number;
-        readonly length: number;
-        readonly expected: readonly string[] | undefined;
-        readonly completed: boolean;
-        readonly blocked: boolean;
-      }
-    | undefined;
-  /** The tools allowed now: none while a token budget is spent. */
-  readonly allowedTools: readonly string[];
-  /** Every agent tool, then every tool the config names that the agent does not have. */
-  readonly tools: readonly ToolExplanation[];
-  /** The spent token budget, when one is: every tool is refused with reason `budget`. */
-  readonly budget?: BudgetStatus;
-}
+/** The active step's sequence and where the session stands in it. */
+export type SequenceView =
+  | {
+      readonly tools: readonly (readonly string[])[];
+      readonly index: number;
+      readonly length: number;
+      readonly expected: readonly string[] | undefined;
+      readonly completed: boolean;
+      readonly blocked: boolean;
+    }
+  | undefined;
 
 /** A spent token budget. */
 export interface BudgetStatus {
@@ -329,7 +309,7 @@ export function budgetDenial(budget: BudgetStatus): ToolDenial {
 /** Where the session stands: the active step, its sequence and the allowed tools. */
 export interface StepView {
   readonly activeStep: CompiledStep | undefined;
-  readonly sequence: Explanation['sequence'];
+  readonly sequence: SequenceView;
   readonly allowedTools: readonly string[];
 }
 
@@ -344,7 +324,7 @@ function sequenceOf(
   step: CompiledStep | undefined,
   state: OrchestrationState,
   allowed: readonly string[],
-): Explanation['sequence'] {
+): SequenceView {
   if (step === undefined || step.sequence.length === 0) return undefined;
   const index = state.sequenceIndex;
   const completed = index >= step.sequence.length;
@@ -355,43 +335,6 @@ function sequenceOf(
     expected: completed ? undefined : step.sequence[index]!.tools,
     completed,
     blocked: !completed && allowed.length === 0,
-  };
-}
-
-/** Explains, for every tool, whether it is allowed now and why not. */
-export function explainTools(
-  plan: OrchestrationPlan,
-  state: OrchestrationState,
-  agentTools: readonly string[],
-): Explanation {
-  const step = activeStepOf(plan, state);
-  const budget = budgetOf(plan, state);
-  // A spent budget refuses what the step would allow: the step's own reasons come first.
-  const stepAllowed = allowedTools(plan, state, agentTools).tools;
-  const allowed = budget === undefined ? stepAllowed : [];
-  const tools: ToolExplanation[] = agentTools.map((tool) => {
-    const reason = denialOf(plan, state, tool, agentTools) ?? (budget && budgetDenial(budget));
-    return reason ? { tool, allowed: false, reason } : { tool, allowed: true };
-  });
-  const known = new Set(agentTools);
-  for (const tool of plan.referencedTools) {
-    if (!known.has(tool)) {
-      tools.push({
-        tool,
-        allowed: false,
-        reason: { code: 'no-such-tool', message: `the orchestration names "${tool}", but the agent has no such tool` },
-      });
-    }
-  }
-  return {
-    sessionId: state.sessionId,
-    activeStep: step?.name,
-    stepDescription: step?.description,
-    // The sequence as the step has it: a spent budget does not make it blocked.
-    sequence: sequenceOf(step, state, stepAllowed),
-    allowedTools: allowed,
-    tools,
-    ...(budget === undefined ? {} : { budget }),
   };
 }
 
@@ -411,10 +354,17 @@ export function normalizeUsage(usage: TokenUsageInput): TokenUsage {
   return { promptTokens, completionTokens, totalTokens: usage.totalTokens ?? promptTokens + completionTokens };
 }
 
-/** Adds one model call's token usage to the session's cumulative usage. */
+/**
+ * Adds one model call's token usage to the session: to its cumulative usage, and to the tokens
+ * of the step active now (`stepTokens`), which step budgets are checked against. Every step is
+ * counted, whether or not it has a budget, so that usage needs no template to be counted right:
+ * the seed API's `addTokenUsage(sessionId, usage)` and the model loop's `usage` input are one
+ * function.
+ */
 export function addTokenUsage(state: OrchestrationState, usage: TokenUsage): OrchestrationState {
   if (usage.promptTokens === 0 && usage.completionTokens === 0 && usage.totalTokens === 0) return state;
   const c = state.cumulativeTokenUsage;
+  const step = state.activeStep;
   return {
     ...state,
     cumulativeTokenUsage: {
@@ -422,5 +372,9 @@ export function addTokenUsage(state: OrchestrationState, usage: TokenUsage): Orc
       completionTokens: c.completionTokens + usage.completionTokens,
       totalTokens: c.totalTokens + usage.totalTokens,
     },
+    stepTokens:
+      step === undefined || usage.totalTokens === 0
+        ? state.stepTokens
+        : { ...state.stepTokens, [step]: (state.stepTokens?.[step] ?? 0) + usage.totalTokens },
   };
 }

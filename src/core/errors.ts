@@ -29,6 +29,8 @@ export type BatonErrorCode =
   // Orchestration.
   | 'tool-rejected'
   | 'state-token'
+  | 'session-busy'
+  | 'lease-lost'
   // Requests to the HTTP API: the body and its messages.
   | 'invalid-json'
   | 'invalid-body'
@@ -202,5 +204,56 @@ export class UnsupportedRuntimeError extends BatonError {
   /** True for an {@link UnsupportedRuntimeError} from any copy of the package. */
   static override isInstance(error: unknown): error is UnsupportedRuntimeError {
     return BatonError.isInstance(error) && error.code === 'unsupported-runtime';
+  }
+}
+
+/**
+ * A session did not take a turn's user message: it belongs to another agent
+ * (`session-of-another-agent`: its steps and sequence mean nothing to this one), or too much
+ * already waits behind its running calls (`session-busy`: try again when they finish). Nothing
+ * was written.
+ */
+export class SessionRefusedError extends BatonError {
+  /** The session that refused. */
+  readonly sessionId: string;
+
+  constructor(
+    code: 'session-busy' | 'session-of-another-agent',
+    sessionId: string,
+    message: string,
+    options: BatonErrorOptions = {},
+  ) {
+    super(code, message, options);
+    this.name = 'SessionRefusedError';
+    this.sessionId = sessionId;
+  }
+
+  /** True for a {@link SessionRefusedError} from any copy of the package. */
+  static override isInstance(error: unknown): error is SessionRefusedError {
+    return BatonError.isInstance(error) && (error.code === 'session-busy' || error.code === 'session-of-another-agent');
+  }
+}
+
+/**
+ * A tool call ran, but its reservation had already ended (its lease expired, as when the process
+ * stalled longer than the lease, or the session was reset), so another call may have taken its
+ * place: it is not recorded in the history. Reported so that nothing is lost silently.
+ */
+export class LeaseLostError extends BatonError {
+  /** The session of the call. */
+  readonly sessionId: string;
+  /** The call whose reservation ended before it finished. */
+  readonly toolCallId: string;
+
+  constructor(sessionId: string, toolCallId: string, message: string, options: BatonErrorOptions = {}) {
+    super('lease-lost', message, options);
+    this.name = 'LeaseLostError';
+    this.sessionId = sessionId;
+    this.toolCallId = toolCallId;
+  }
+
+  /** True for a {@link LeaseLostError} from any copy of the package. */
+  static override isInstance(error: unknown): error is LeaseLostError {
+    return BatonError.isInstance(error) && error.code === 'lease-lost';
   }
 }

@@ -19,7 +19,21 @@ export type ToolDenial =
   /** A newer user message arrived in the session: this turn may not start tools any more. */
   | { code: 'superseded'; message: string }
   /** A token budget (the session's or the active step's) is spent. */
-  | { code: 'budget'; message: string; scope: 'session' | 'step'; limit: number; used: number };
+  | { code: 'budget'; message: string; scope: 'session' | 'step'; limit: number; used: number }
+  /**
+   * A rule on calls refused it (SPEC section 9): a `deny` whose condition holds, an `allow` whose
+   * condition does not, or a rule that could not be evaluated (`effect` says which rule kind).
+   */
+  | { code: 'rule'; message: string; rule: string; effect: 'deny' | 'allow' | 'approve' | 'limit' }
+  /** A limit rule's count is reached (calls still running count). */
+  | { code: 'limit'; message: string; rule: string; max: number; per: string; used: number }
+  /** An `approve` rule holds and the call has no approval a person gave for it. */
+  | { code: 'approval-required'; message: string; rule: string }
+  /**
+   * The call came with an approval that does not fit it: none was asked for this call id, it was
+   * for other arguments, or the session moved on since it was asked.
+   */
+  | { code: 'approval-invalid'; message: string; rule: string };
 
 /** Events emitted by the engine. */
 export type OrchestrationEvent =
@@ -118,6 +132,19 @@ export type OrchestrationEvent =
       tool: string | undefined;
       toolCallId: string;
       reason: 'failed' | 'expired' | 'late';
+    }
+  /**
+   * An `approve` rule holds for a call: a person is asked. The approval is bound to the call id,
+   * a digest of its input and the session as it stands now (`rule` says which rule asked).
+   */
+  | {
+      type: 'approval-requested';
+      sessionId: string;
+      tool: string;
+      toolCallId: string;
+      step: string | undefined;
+      rule: string;
+      reason: string;
     };
 
 /** The `type` of every {@link OrchestrationEvent}. */

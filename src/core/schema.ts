@@ -3,7 +3,7 @@
  * rules that span several fields (duplicate names, unknown tools, regexes) live in
  * `validate-template.ts`, which reports both kinds of problem together.
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 const text = z.union([z.string(), z.array(z.string())]);
 
@@ -48,6 +48,40 @@ export const tokenBudgetSchema = z.strictObject({
   totalTokens: z.number().int().positive().describe('Most tokens (prompt plus completion) that may be spent'),
 });
 
+/** How many calls a limit rule allows, and over what. */
+export const ruleLimitSchema = z.strictObject({
+  max: z.number().int().nonnegative().describe('Most calls allowed in each period (0: none)'),
+  per: z
+    .string()
+    .min(1)
+    .describe(
+      '"turn" (one user message), "step" (since the step became active), "session", or a rolling window such as "30s", "10m", "1h", "1d"',
+    ),
+});
+
+/** A rule on calls (SPEC section 9): an effect or a limit for the tools it names. */
+export const ruleSchema = z
+  .strictObject({
+    tools: z.array(z.string().min(1)).min(1).describe('Tool names or globs the rule applies to'),
+    when: z
+      .string()
+      .min(1)
+      .max(2000)
+      .optional()
+      .describe(
+        'A CEL expression over tool (its name), args (the call input), state (the session) and context (from the caller); absent: always',
+      ),
+    effect: z
+      .enum(['deny', 'approve', 'allow'])
+      .optional()
+      .describe(
+        'deny: refused when `when` holds; approve: a person must approve it when `when` holds; allow: refused unless `when` holds',
+      ),
+    limit: ruleLimitSchema.optional().describe('At most `max` calls per period (running calls count)'),
+    reason: z.string().min(1).describe('Why: what the model (and the person asked) reads'),
+  })
+  .describe('Give either an effect or a limit');
+
 /** One orchestration step. */
 export const orchestrationStepSchema = z.strictObject({
   name: z.string().min(1).describe('Unique name of the step'),
@@ -71,6 +105,7 @@ export const orchestrationStepSchema = z.strictObject({
   budget: tokenBudgetSchema
     .optional()
     .describe('Tokens the session may spend while this step is active; once spent, no tool is offered'),
+  rules: z.array(ruleSchema).optional().describe('Rules on calls that apply while this step is active'),
 });
 
 /** The `orchestration` block of a template. */
@@ -85,6 +120,7 @@ export const orchestrationConfigSchema = z.strictObject({
   budget: tokenBudgetSchema
     .optional()
     .describe('Tokens one session may spend; once spent, no tool is offered and the turn ends with an answer'),
+  rules: z.array(ruleSchema).optional().describe('Rules on calls that apply in every step'),
   steps: z.array(orchestrationStepSchema),
 });
 
@@ -116,6 +152,8 @@ export const agentTemplateSchema = z.looseObject({
 
 /** A condition object. */
 export type StepCondition = z.infer<typeof stepConditionSchema>;
+/** A rule on calls. */
+export type Rule = z.infer<typeof ruleSchema>;
 /** `availableTools` of a step. */
 export type AvailableTools = z.infer<typeof availableToolsSchema>;
 /** A sequence position: one tool, or alternatives. */

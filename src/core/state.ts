@@ -2,6 +2,7 @@
  * Per-session orchestration state (SPEC section 6): plain JSON, so every store can keep it.
  */
 import { InvalidArgumentError } from './errors.js';
+import type { ToolDenial } from './events.js';
 import { type SessionLogState, sessionLogProblem } from './session-log.js';
 
 /** Token usage summed over every model call of a session. */
@@ -47,8 +48,8 @@ export interface OrchestrationState {
    */
   pending?: PendingEntry[];
   /**
-   * Tokens spent while each step with a token budget was active, by step name (only steps
-   * that have a budget are counted, so the state stays small).
+   * Tokens spent while each step was active, by step name (step budgets are checked against
+   * it). A model call counts for the step that is active when its usage is recorded.
    */
   stepTokens?: Record<string, number>;
   /**
@@ -57,16 +58,43 @@ export interface OrchestrationState {
    */
   agentId?: string;
   /**
+   * Committed calls counted by each limit rule, by rule id (`rules[0]`, `steps[2].rules[1]`):
+   * `n` calls; `key`, the user message of the turn a per-turn count belongs to; `at`, the commit
+   * times of the latest calls of a rolling window (at most the limit's `max`).
+   */
+  counts?: Record<string, { n: number; key?: string; at?: number[] }>;
+  /**
+   * Approvals an `approve` rule asked a person for and that were not used yet (at most
+   * {@link APPROVALS_LIMIT}): the call id, its tool, a digest of its input (computed by the shell),
+   * the rule, and `at`, a fingerprint of the session when it was asked, so that an approval cannot
+   * be used for another call, other arguments, or after the session moved on.
+   */
+  approvals?: { id: string; tool: string; digest: string; rule: string; at: string }[];
+  /**
+   * The decisions of the latest turn that runs under a durable-execution engine (`turnId`), so
+   * that a replay of it gets them back: the tools offered at each model step, and each call's
+   * decision (`ran` once it completed). At most {@link REPLAY_LIMIT} of each.
+   */
+  replay?: ReplayRecord;
+  /**
    * The counters of the session's event log, when its manager keeps one (`eventLog`); the
    * entries themselves are kept by the store, next to the state (see `src/core/session-log.ts`).
    */
   log?: SessionLogState;
 }
 
-/** A user message kept in the pending log: its identity and text (for message conditions). */
+/**
+ * A user message kept in the pending log: its identity, and what message conditions need of it
+ * when it is replayed. Plans whose message conditions only read the message (the built-in ones)
+ * keep `matches`, the indexes of those that hold, so the state does not grow with what users
+ * type; a plan with a custom condition that reads more keeps the `text`.
+ */
 export interface PendingMessage {
   key: string;
-  text: string;
+  /** The indexes of the plan's message-only conditions that hold for the message. */
+  matches?: number[];
+  /** The message's text, kept only when the plan needs it (see {@link PendingMessage}). */
+  text?: string;
 }
 
 /**
@@ -94,12 +122,27 @@ export type PendingEntry =
       done?: boolean;
       /** The user message in effect at this point (head of the log only). */
       message?: PendingMessage;
+      /** Ids of the limit rules that count this call when it commits. */
+      limits?: string[];
     }
   | ({ kind: 'message' } & PendingMessage)
   | { kind: 'used'; tool: string };
 
 /** How many recent tool call ids a state remembers to refuse repeats. */
 export const TOOL_CALL_IDS_LIMIT = 256;
+
+/** The recorded decisions of one turn, for its replays (see `OrchestrationState.replay`). */
+export interface ReplayRecord {
+  turn: string;
+  offers: ({ tools: string[]; toolChoice: 'auto' | 'none' | 'required' } | null)[];
+  calls: { id: string; allowed: boolean; reason?: ToolDenial; ran?: boolean }[];
+}
+
+/** Most model steps and calls a turn's replay record keeps. */
+export const REPLAY_LIMIT = 64;
+
+/** How many unanswered approvals a state keeps (the oldest go first). */
+export const APPROVALS_LIMIT = 16;
 
 /** The AI-facing subset of the state (AgentDock's `AIOrchestrationState`). */
 export interface AIOrchestrationState {
@@ -135,6 +178,9 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     pending: undefined,
     stepTokens: undefined,
     agentId: undefined,
+    counts: undefined,
+    approvals: undefined,
+    replay: undefined,
     log: undefined,
   };
 }
@@ -236,6 +282,18 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
   if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
     fail('pending', 'an array of pending log entries (call, message or used)');
   }
+  if (s.counts !== undefined && !isCounts(s.counts)) {
+    fail('counts', 'an object of limit counts ({ n, key?, at? }) by rule id');
+  }
+  if (
+    s.approvals !== undefined &&
+    !(Array.isArray(s.approvals) && s.approvals.length <= APPROVALS_LIMIT && s.approvals.every(isApproval))
+  ) {
+    fail('approvals', `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule, at })`);
+  }
+  if (s.replay !== undefined && !isReplayRecord(s.replay)) {
+    fail('replay', 'a replay record ({ turn, offers, calls })');
+  }
   if (s.log !== undefined) {
     const problem = sessionLogProblem(s.log);
     if (problem !== undefined) throw new InvalidArgumentError(`${path}.log`, problem);
@@ -254,13 +312,83 @@ function isPendingEntry(value: unknown): boolean {
     typeof p.tool === 'string' &&
     isCount(p.expiresAt) &&
     (p.done === undefined || typeof p.done === 'boolean') &&
-    (p.message === undefined || isMessage(p.message))
+    (p.message === undefined || isMessage(p.message)) &&
+    (p.limits === undefined || (Array.isArray(p.limits) && p.limits.every((id) => typeof id === 'string')))
+  );
+}
+
+function isCounts(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  return Object.values(value).every((count: unknown) => {
+    const c = count as Record<string, unknown> | null;
+    return (
+      typeof c === 'object' &&
+      c !== null &&
+      isCount(c.n) &&
+      (c.key === undefined || typeof c.key === 'string') &&
+      (c.at === undefined || (Array.isArray(c.at) && c.at.every(isCount)))
+    );
+  });
+}
+
+function isReplayRecord(value: unknown): boolean {
+  const r = value as Record<string, unknown> | null;
+  if (typeof r !== 'object' || r === null || typeof r.turn !== 'string') return false;
+  if (
+    !Array.isArray(r.offers) ||
+    r.offers.length > REPLAY_LIMIT ||
+    !Array.isArray(r.calls) ||
+    r.calls.length > REPLAY_LIMIT
+  ) {
+    return false;
+  }
+  const offersOk = r.offers.every((offer: unknown) => {
+    if (offer === null) return true;
+    const o = offer as Record<string, unknown>;
+    return (
+      typeof o === 'object' &&
+      Array.isArray(o.tools) &&
+      o.tools.every((tool) => typeof tool === 'string') &&
+      (o.toolChoice === 'auto' || o.toolChoice === 'none' || o.toolChoice === 'required')
+    );
+  });
+  const callsOk = r.calls.every((call: unknown) => {
+    const c = call as Record<string, unknown>;
+    const reason = c?.reason as Record<string, unknown> | undefined;
+    return (
+      typeof c === 'object' &&
+      c !== null &&
+      typeof c.id === 'string' &&
+      typeof c.allowed === 'boolean' &&
+      (c.ran === undefined || typeof c.ran === 'boolean') &&
+      (reason === undefined || (typeof reason.code === 'string' && typeof reason.message === 'string'))
+    );
+  });
+  return offersOk && callsOk;
+}
+
+function isApproval(value: unknown): boolean {
+  const a = value as Record<string, unknown> | null;
+  return (
+    typeof a === 'object' &&
+    a !== null &&
+    typeof a.id === 'string' &&
+    typeof a.tool === 'string' &&
+    typeof a.digest === 'string' &&
+    typeof a.rule === 'string' &&
+    typeof a.at === 'string'
   );
 }
 
 function isMessage(value: unknown): boolean {
   const m = value as Record<string, unknown> | null;
-  return typeof m === 'object' && m !== null && typeof m.key === 'string' && typeof m.text === 'string';
+  return (
+    typeof m === 'object' &&
+    m !== null &&
+    typeof m.key === 'string' &&
+    (m.text === undefined || typeof m.text === 'string') &&
+    (m.matches === undefined || (Array.isArray(m.matches) && m.matches.every(isCount)))
+  );
 }
 
 function isCount(value: unknown): value is number {

@@ -1,18 +1,18 @@
 import { readdirSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { agentdockSample, agentdockTemplateFiles } from '../../test/helpers/agentdock.js';
 import { loadTemplate } from '../templates/load-template.js';
 import type { AgentTemplate, OrchestrationStep } from './schema.js';
 import { templateGraph, toDot, toMermaid } from './template-graph.js';
 import { parseTemplate } from './validate-template.js';
 
 const EXAMPLES = new URL('../../examples/agents/', import.meta.url);
-const FIXTURES = new URL('../../../shared/fixtures/agentdock/', import.meta.url);
 const jsonFiles = (dir: URL) =>
   readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
     .map((f) => new URL(f, dir).pathname);
-const templateFiles = [...jsonFiles(EXAMPLES), ...jsonFiles(FIXTURES)];
+const templateFiles = [...jsonFiles(EXAMPLES), ...agentdockTemplateFiles()];
 
 const template = (steps: unknown[], extra: Record<string, unknown> = {}): AgentTemplate =>
   parseTemplate({ id: 't', ...extra, orchestration: { steps, ...((extra.orchestration as object) ?? {}) } });
@@ -205,7 +205,7 @@ describe('templateGraph', () => {
   });
 
   it('gives steps without conditions that are not default no incoming edge (orchestrated-agent)', async () => {
-    const t = await loadTemplate(new URL('orchestrated-agent.json', FIXTURES).pathname);
+    const t = await loadTemplate(agentdockSample('orchestrated-agent'));
     const graph = templateGraph(t);
     const targets = new Set(graph.edges.map((e) => e.to));
     expect(graph.nodes).toHaveLength(t.orchestration!.steps.length + 1);
@@ -376,7 +376,7 @@ describe('rendering', () => {
   });
 
   it('marks steps that can never become active', async () => {
-    const t = await loadTemplate(new URL('history-mentor.json', FIXTURES).pathname);
+    const t = await loadTemplate(agentdockSample('history-mentor'));
     const doc = readMermaid(toMermaid(t));
     const never = doc.classes.get('unreachable')!.map((id) => doc.nodes.get(id)![0]);
     expect(never).toEqual(['Fact Verification Mode']);

@@ -7,6 +7,7 @@ import { BatonError } from './errors.js';
 
 /** Codes of template problems. */
 export const TemplateIssueCode = {
+  UnreadableFile: 'unreadable_file',
   InvalidJson: 'invalid_json',
   InvalidType: 'invalid_type',
   InvalidValue: 'invalid_value',
@@ -29,6 +30,9 @@ export const TemplateIssueCode = {
   ShadowedStep: 'shadowed_step',
   HistoryTooShort: 'history_too_short',
   IgnoredValue: 'ignored_value',
+  InvalidRule: 'invalid_rule',
+  InvalidExpression: 'invalid_expression',
+  DuplicateId: 'duplicate_id',
 } as const;
 
 /** One of {@link TemplateIssueCode}. */
@@ -46,15 +50,20 @@ export interface TemplateIssue {
   hint?: string;
 }
 
-/** A template that failed validation; `issues` lists every problem (errors and warnings). */
+/**
+ * A template that failed validation, or the options of a factory that takes templates
+ * (`createApp`, `createAgent`, `orchestrate`, `OrchestratedAgent`), checked when it is created;
+ * `issues` lists every problem (errors and warnings), each with its path.
+ */
 export class TemplateConfigError extends BatonError {
   /** Every problem found, errors first. */
   readonly issues: readonly TemplateIssue[];
   /** The file the template came from, when known. */
   readonly file: string | undefined;
 
-  constructor(issues: readonly TemplateIssue[], file?: string) {
-    super('template-config', formatIssues(issues, file));
+  /** `subject`: what was checked, for the first line (default `agent template`). */
+  constructor(issues: readonly TemplateIssue[], file?: string, subject?: string) {
+    super('template-config', formatIssues(issues, file, subject));
     this.name = 'TemplateConfigError';
     this.issues = issues;
     this.file = file;
@@ -66,12 +75,12 @@ export class TemplateConfigError extends BatonError {
   }
 }
 
-/** A multi-line, human-readable list of issues, headed by the file when known. */
-export function formatIssues(issues: readonly TemplateIssue[], file?: string): string {
+/** A multi-line, human-readable list of issues, headed by what was checked and the file when known. */
+export function formatIssues(issues: readonly TemplateIssue[], file?: string, subject = 'agent template'): string {
   const errors = issues.filter((i) => i.severity === 'error').length;
   const warnings = issues.length - errors;
   const counts = [plural(errors, 'error'), warnings ? plural(warnings, 'warning') : ''].filter(Boolean).join(', ');
-  const head = `Invalid agent template${file ? ` ${file}` : ''} (${counts}):`;
+  const head = `Invalid ${subject}${file ? ` ${file}` : ''} (${counts}):`;
   const lines = issues.map((i) => {
     const where = i.path === '' ? '(template)' : i.path;
     return `  - ${i.severity === 'warning' ? 'warning: ' : ''}${where}: ${i.message} [${i.code}]${i.hint ? `\n    hint: ${i.hint}` : ''}`;

@@ -1,16 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { compileOrchestration } from './compile.js';
+import { ConditionRegistry } from './conditions.js';
 import type { OrchestrationEvent } from './events.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
 import { createState, type OrchestrationState } from './state.js';
 import {
+  explain,
+  MAX_PENDING_ENTRIES,
   MAX_RUNNING_CALLS,
   runningTools,
   settledState,
   type TransitionContext,
   type TransitionInput,
   transition,
+  transitionAll,
 } from './transition.js';
 
 const m1 = latestUserMessage([{ role: 'user', content: 'research cats', id: 'm1' }]);
@@ -437,11 +441,11 @@ describe('transition: token budgets', () => {
     const s = session(config);
     s.message(latestUserMessage([{ role: 'user', content: 'hello', id: 'h' }]));
     transitionUsage(s, 500); // spent in Chat: does not count against Research
-    expect(s.state.stepTokens).toBeUndefined();
+    expect(s.state.stepTokens).toEqual({ Chat: 500 });
     s.message(m1);
     expect(s.offered()).toEqual(['search']);
     transitionUsage(s, 50);
-    expect(s.state.stepTokens).toEqual({ Research: 50 });
+    expect(s.state.stepTokens).toEqual({ Chat: 500, Research: 50 });
     expect(s.offered()).toEqual([]);
     expect(s.request('search', 'x')).toMatchObject({ allowed: false, reason: { code: 'budget', scope: 'step' } });
   });
@@ -453,5 +457,241 @@ describe('transition: token budgets', () => {
     expect(s.offered()).toEqual(tools);
     expect(s.log.at(-1)).toMatchObject({ type: 'budget-exceeded', shadow: true });
     expect(s.request('search', 'x')).toMatchObject({ allowed: true, wouldBlock: { code: 'budget' } });
+  });
+});
+
+describe('transition: shadow and enforced steps share one serial order', () => {
+  // Locked enforces; the default step Open only observes. A `lock` running in Open decides
+  // which step `deploy` would meet: every serial order of lock-then-deploy refuses deploy.
+  const config: OrchestrationConfig = {
+    steps: [
+      {
+        name: 'Locked',
+        conditions: [{ type: 'tool_used', value: 'lock' }],
+        availableTools: { allowed: ['status'] },
+      },
+      { name: 'Open', isDefault: true, shadow: true },
+    ],
+  };
+  const agentTools = ['lock', 'deploy', 'status'];
+  const plan = compileOrchestration(config);
+  const context: TransitionContext = { now: 0, message: m1 };
+  const request = (state: OrchestrationState, tool: string, toolCallId: string) =>
+    transition(plan, state, { type: 'tool-requested', tool, toolCallId, agentTools }, context);
+
+  it('refuses a call that a running shadow call could make an enforcing step refuse', () => {
+    let state = transition(plan, createState('s', 0), { type: 'user-message' }, context).state;
+    const locking = request(state, 'lock', 'a');
+    expect(locking.decision).toMatchObject({ allowed: true });
+    state = locking.state;
+    // Serially: lock completes, Locked is active, deploy is not allowed. Running lock fails:
+    // Open would let it run. It cannot be both, so it waits.
+    const deploying = request(state, 'deploy', 'b');
+    expect(deploying.decision).toMatchObject({ allowed: false, reason: { code: 'pending', running: ['lock'] } });
+    // And explain() says the same, as does the step decision.
+    const view = explain(plan, state, agentTools, context);
+    expect(view.tools.find((t) => t.tool === 'deploy')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(view.allowedTools).toEqual(['status']);
+    const step = transition(plan, state, { type: 'step-started', agentTools }, context).decision;
+    expect(step).toMatchObject({ allowedTools: ['status'], shadow: true });
+    // Once lock committed, deploy meets Locked, which enforces.
+    state = transition(plan, deploying.state, { type: 'tool-completed', toolCallId: 'a' }, context).state;
+    expect(state.activeStep).toBe('Locked');
+    expect(request(state, 'deploy', 'c').decision).toMatchObject({ allowed: false, reason: { code: 'not-allowed' } });
+  });
+
+  it('still runs what every outcome lets run, reporting what enforcement would refuse', () => {
+    let state = transition(plan, createState('s', 0), { type: 'user-message' }, context).state;
+    state = request(state, 'lock', 'a').state;
+    // status is allowed in Locked and runs in Open: it runs whatever lock does.
+    expect(request(state, 'status', 'b').decision).toMatchObject({ allowed: true });
+    expect(request(state, 'status', 'b').decision).not.toHaveProperty('wouldBlock');
+  });
+});
+
+describe('transition: lease renewal', () => {
+  it('renews a running call so it outlives its first lease, and says when a call holds none', () => {
+    const s = session(research, { leaseMs: 300 });
+    s.message();
+    s.request('search', 'c1');
+    for (let i = 0; i < 10; i++) {
+      s.tick(200);
+      expect(s.run({ type: 'lease-renewed', toolCallId: 'c1' }).decision).toEqual({
+        type: 'lease',
+        toolCallId: 'c1',
+        held: true,
+      });
+    }
+    // Two seconds later, well past the first lease: still reserved, and it commits.
+    expect(runningTools(s.state)).toEqual(['search']);
+    s.complete('c1');
+    expect(s.state.recentlyUsedTools).toEqual(['search']);
+    expect(s.run({ type: 'lease-renewed', toolCallId: 'c1' }).decision).toMatchObject({ held: false });
+    expect(s.run({ type: 'lease-renewed', toolCallId: 'never' }).decision).toMatchObject({ held: false });
+  });
+
+  it('cannot renew a lease that already ended: the call lost its place, and its completion is reported late', () => {
+    const s = session(research, { leaseMs: 300 });
+    s.message();
+    s.request('search', 'c1');
+    s.tick(301);
+    const renewed = s.run({ type: 'lease-renewed', toolCallId: 'c1' });
+    expect(renewed.decision).toMatchObject({ held: false });
+    expect(renewed.events).toContainEqual(expect.objectContaining({ type: 'tool-released', reason: 'expired' }));
+    expect(s.complete('c1').events).toContainEqual(
+      expect.objectContaining({ type: 'tool-released', toolCallId: 'c1', reason: 'late' }),
+    );
+    expect(s.state.recentlyUsedTools).toEqual([]);
+  });
+});
+
+describe('transition: what a session takes while calls run', () => {
+  const text = (n: number, words = 'research cats ') => words.repeat(Math.ceil(n / words.length)).slice(0, n);
+
+  it('keeps the answers of message conditions, not the text, for messages behind a running call', () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'c1');
+    const long = latestUserMessage([{ role: 'user', content: text(30_000, 'please research the dogs '), id: 'big' }]);
+    s.message(long);
+    const size = JSON.stringify(s.state).length;
+    expect(size).toBeLessThan(1_000);
+    expect(JSON.stringify(s.state)).not.toContain('please research');
+    // The kept message still resets the sequence when it is replayed after the call.
+    s.complete('c1', long);
+    expect(s.log).toContainEqual(expect.objectContaining({ type: 'sequence-reset', reason: 'new_message' }));
+    expect(s.state).toMatchObject({ activeStep: 'Research', sequenceIndex: 0, lastMessageKey: long?.key });
+  });
+
+  it('keeps the text when a custom condition reads more than the message', () => {
+    const registry = new ConditionRegistry();
+    registry.register({
+      type: 'asks_after',
+      usesMessage: true,
+      evaluate: (condition, context) =>
+        context.history.includes(condition.value ?? '') && context.message?.lower.includes('again') === true,
+    });
+    const plan = compileOrchestration(
+      { steps: [{ name: 'Again', conditions: [{ type: 'asks_after', value: 'search' }] }] },
+      { conditions: registry },
+    );
+    const kept = plan.pendingMessage({ key: 'k', text: 'Search AGAIN', lower: 'search again' });
+    expect(kept).toEqual({ key: 'k', text: 'Search AGAIN' });
+    expect(compileOrchestration(research).pendingMessage({ key: 'k', text: 'research', lower: 'research' })).toEqual({
+      key: 'k',
+      matches: [0],
+    });
+  });
+
+  it(`takes at most ${MAX_PENDING_ENTRIES} entries behind a running call, then refuses messages as session-busy`, () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'c1');
+    const refused: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const m = latestUserMessage([{ role: 'user', content: text(30_000), id: `m${i}` }]);
+      const decision = s.message(m).decision;
+      if (decision?.type === 'message' && !decision.accepted) refused.push(decision.reason.code);
+    }
+    expect(s.state.pending).toHaveLength(MAX_PENDING_ENTRIES);
+    expect(refused).toHaveLength(100 - (MAX_PENDING_ENTRIES - 1));
+    expect(new Set(refused)).toEqual(new Set(['session-busy']));
+    expect(JSON.stringify(s.state).length).toBeLessThan(5_000);
+    // A request is refused as well, and the session frees up when the call finishes.
+    expect(s.request('think', 'c2')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.complete('c1');
+    expect(s.state.pending).toBeUndefined();
+    expect(s.message(latestUserMessage([{ role: 'user', content: 'research again', id: 'after' }])).decision).toEqual({
+      type: 'message',
+      accepted: true,
+    });
+  });
+
+  it('claims a new session for an agent, and refuses a turn of another agent without changing anything', () => {
+    const plan = compileOrchestration(research);
+    const context: TransitionContext = { now: 0, message: m1 };
+    const claimed = transition(plan, createState('s', 0), { type: 'user-message', agentId: 'a' }, context);
+    expect(claimed.state.agentId).toBe('a');
+    const other = transitionAll(
+      plan,
+      claimed.state,
+      [
+        { type: 'user-message', agentId: 'b' },
+        { type: 'tool-requested', tool: 'search', toolCallId: 'x', agentTools: tools },
+      ],
+      { now: 0, message: m2 },
+    );
+    expect(other.decisions[0]).toMatchObject({
+      accepted: false,
+      reason: { code: 'session-of-another-agent', owner: 'a' },
+    });
+    // Nothing after the refusal was applied: no reservation for agent b.
+    expect(other.decisions[1]).toBeUndefined();
+    expect(other.state).toBe(claimed.state);
+  });
+});
+
+describe('transition: replays of a turn under a durable-execution engine (turnId)', () => {
+  const turn = 'workflow-1';
+  const plan = compileOrchestration(research);
+  const context: TransitionContext = { now: 0, message: m1, leaseMs: 1_000 };
+  const run = (state: OrchestrationState, inputs: TransitionInput[]) => transitionAll(plan, state, inputs, context);
+  const request = (tool: string, toolCallId: string): TransitionInput => ({
+    type: 'tool-requested',
+    tool,
+    toolCallId,
+    agentTools: tools,
+    turnId: turn,
+  });
+
+  it('gives a replay every decision the original run saw: offers, allowed and refused calls', () => {
+    let state = run(createState('s', 0), [{ type: 'user-message' }]).state;
+    // The original run: step 0 offered search, which ran; think was called out of order at step 1.
+    const step0 = run(state, [{ type: 'step-started', agentTools: tools, turnId: turn, stepNumber: 0 }]);
+    state = run(step0.state, [
+      { type: 'step-recorded', turnId: turn, stepNumber: 0, tools: ['search'], toolChoice: 'auto' },
+    ]).state;
+    const first = run(state, [request('search', 's1'), { type: 'tool-completed', toolCallId: 's1' }]);
+    state = first.state;
+    const refused = run(state, [request('reflect', 'r1')]);
+    expect(refused.decisions[0]).toMatchObject({ allowed: false, reason: { code: 'sequence' } });
+    state = refused.state;
+    // The replay, after a crash: the session moved on (search is committed), yet step 0 is
+    // offered search again, search is allowed (already recorded), reflect refused for the same reason.
+    const offered = run(state, [{ type: 'step-started', agentTools: tools, turnId: turn, stepNumber: 0 }]);
+    expect(offered.decisions[0]).toMatchObject({ allowedTools: ['search'] });
+    const again = run(state, [request('search', 's1')]);
+    expect(again.decisions[0]).toMatchObject({ allowed: true, replayed: 'settled' });
+    expect(again.state).toBe(state); // nothing written, nothing recorded twice
+    expect(run(state, [request('reflect', 'r1')]).decisions[0]).toMatchObject({
+      allowed: false,
+      reason: { code: 'sequence' },
+      replayed: 'settled',
+    });
+    // Without the turn id, a repeated call id is refused, never run twice.
+    expect(
+      transition(plan, state, { type: 'tool-requested', tool: 'search', toolCallId: 's1', agentTools: tools }, context)
+        .decision,
+    ).toMatchObject({
+      allowed: false,
+      reason: { code: 'duplicate-call' },
+    });
+    // Another turn's id is not this turn's replay.
+    expect(
+      transition(plan, state, { ...(request('search', 's1') as object), turnId: 'other' } as TransitionInput, context)
+        .decision,
+    ).toMatchObject({ allowed: false, reason: { code: 'duplicate-call' } });
+  });
+
+  it('lets a replay take over a call still reserved, and decides again one whose reservation ended', () => {
+    let state = run(createState('s', 0), [{ type: 'user-message' }, request('search', 's1')]).state;
+    expect(run(state, [request('search', 's1')]).decisions[0]).toMatchObject({ allowed: true, replayed: 'running' });
+    // Its process died: the lease ended, search was released, and it is decided as a new call.
+    const later: TransitionContext = { ...context, now: 5_000 };
+    const decided = transitionAll(plan, state, [request('search', 's1')], later);
+    expect(decided.decisions[0]).toMatchObject({ allowed: true });
+    expect(decided.decisions[0]).not.toHaveProperty('replayed');
+    state = transitionAll(plan, decided.state, [{ type: 'tool-completed', toolCallId: 's1' }], later).state;
+    expect(state.recentlyUsedTools).toEqual(['search']);
   });
 });

@@ -23,7 +23,30 @@
  *
  * A turn whose user message is no longer the session's latest (a concurrent turn brought a
  * newer one) may not start tools: its requests are refused as `superseded`.
+ *
+ * Every question is answered from the same outcomes: what a model step is offered
+ * (`step-started`), whether a call may run (`tool-requested`) and what `explain()` shows all
+ * judge each tool in every combination of the running calls' outcomes, in the step each
+ * outcome leaves the session in (so a shadow step's calls hold their place for the serial-order
+ * guarantee like any other). A call runs when, in every outcome, the template allows it or that
+ * outcome's step is in shadow mode.
+ *
+ * Bounds: at most {@link MAX_RUNNING_CALLS} running calls and {@link MAX_PENDING_ENTRIES} entries
+ * waiting behind them per session; beyond, requests are refused as `pending` and user messages
+ * as `session-busy`. A message that waits keeps only its key and the answers of the plan's
+ * message conditions (`OrchestrationPlan.pendingMessage`), not its text.
  */
+
+import {
+  askApproval,
+  type CallFacts,
+  countCall,
+  fingerprint,
+  judgeRules,
+  RuleInputs,
+  resetStepCounts,
+  spendApproval,
+} from './call-rules.js';
 import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
 import {
@@ -34,16 +57,19 @@ import {
   budgetDenial,
   budgetOf,
   denialOf,
-  type Explanation,
   handleMessage,
   recordToolUse,
+  type SequenceView,
   viewStep,
 } from './engine.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
+import type { CompiledRule } from './rules.js';
 import {
   type OrchestrationState,
   type PendingEntry,
   type PendingMessage,
+  REPLAY_LIMIT,
+  type ReplayRecord,
   TOOL_CALL_IDS_LIMIT,
   type TokenUsage,
 } from './state.js';
@@ -53,14 +79,35 @@ export { type BudgetStatus, budgetDenial, budgetOf };
 
 /** What can happen to a session; see each member. */
 export type TransitionInput =
-  /** A user message arrived (`context.message`): `resetSequenceOn`, then step selection. */
-  | { readonly type: 'user-message' }
+  /**
+   * A user message arrived (`context.message`): `resetSequenceOn`, then step selection (a
+   * {@link MessageDecision}). With `agentId`, the session belongs to that agent from now on, and
+   * a session of another agent refuses the message.
+   */
+  | { readonly type: 'user-message'; readonly agentId?: string | undefined }
   /**
    * A model step starts: decides which tools to offer (a {@link StepDecision}). Changes
    * nothing. It does not handle the message again: a turn does that once, with
    * `user-message`, so concurrent turns on one session do not reset each other's sequence.
    */
-  | { readonly type: 'step-started'; readonly agentTools: readonly string[] }
+  | {
+      readonly type: 'step-started';
+      readonly agentTools: readonly string[];
+      /**
+       * A turn under a durable-execution engine: the tools recorded for model step `stepNumber`
+       * of turn `turnId` are offered again (a replay sees what the original run saw).
+       */
+      readonly turnId?: string | undefined;
+      readonly stepNumber?: number | undefined;
+    }
+  /** The tools offered at model step `stepNumber` of turn `turnId`, recorded for its replays. */
+  | {
+      readonly type: 'step-recorded';
+      readonly turnId: string;
+      readonly stepNumber: number;
+      readonly tools: readonly string[];
+      readonly toolChoice: 'auto' | 'none' | 'required';
+    }
   /** The model asked to run a tool: decides, and reserves the call when it is allowed (a {@link ToolDecision}). */
   | {
       readonly type: 'tool-requested';
@@ -69,14 +116,44 @@ export type TransitionInput =
       readonly agentTools: readonly string[];
       /** The tools the model was shown for the step that produced the call, when known. */
       readonly offered?: readonly string[] | undefined;
+      /** The call's input, for rules on calls (`args` in their conditions). */
+      readonly args?: unknown;
+      /** A digest of the input (computed by the shell), which an approval is bound to. */
+      readonly argsDigest?: string | undefined;
+      /** The call comes with a person's approval (an approved call resumed from the history). */
+      readonly approved?: boolean | undefined;
+      /**
+       * A turn under a durable-execution engine: the decision is recorded for turn `turnId`, and a
+       * request of a call this turn already decided gets the recorded decision back (`replayed`).
+       */
+      readonly turnId?: string | undefined;
+    }
+  /**
+   * An `approve` rule asks a person to approve a call (the shell shows the request): the session
+   * keeps the approval it asked for, bound to the call id, the input's digest and the session as
+   * it stands now, and emits `approval-requested`.
+   */
+  | {
+      readonly type: 'approval-requested';
+      readonly tool: string;
+      readonly toolCallId: string;
+      readonly argsDigest: string;
+      /** The rule that asked (the `rule` of the `approval-required` refusal). */
+      readonly rule: string;
     }
   /** A reserved call finished: it is committed (history, sequence, step selection) in reservation order. */
   | { readonly type: 'tool-completed'; readonly toolCallId: string }
   /** A reserved call threw: its reservation is released and nothing is recorded. */
   | { readonly type: 'tool-failed'; readonly toolCallId: string }
   /**
+   * A reserved call still runs: its lease starts again from now (a {@link LeaseDecision}). The
+   * process that runs a call renews it, so only a dead process's reservation expires.
+   */
+  | { readonly type: 'lease-renewed'; readonly toolCallId: string }
+  /**
    * A tool ran outside enforcement (the seed's `processToolUsage`): recorded at once, with a
-   * violation when it was out of sequence. A `toolCallId` already seen is ignored.
+   * violation when it was out of sequence (a {@link RecordDecision}). A `toolCallId` already
+   * seen is ignored.
    */
   | { readonly type: 'tool-used'; readonly tool: string; readonly toolCallId?: string | undefined }
   /** One model call's token usage. */
@@ -104,14 +181,49 @@ export interface TransitionContext {
   readonly historyLimit?: number | undefined;
   /** How long a reservation lives without completing (default {@link DEFAULT_LEASE_MS}). */
   readonly leaseMs?: number | undefined;
+  /** What the caller passes with the turn: `context` in the conditions of rules on calls. */
+  readonly ruleContext?: Readonly<Record<string, unknown>> | undefined;
 }
+
+/** Why a session did not take a user message. */
+export type MessageRefusal =
+  /** Too much already waits behind the session's running calls: try again when they finish. */
+  | { readonly code: 'session-busy'; readonly message: string; readonly queued: number; readonly limit: number }
+  /** The session belongs to another agent, whose steps and sequence mean nothing to this one. */
+  | { readonly code: 'session-of-another-agent'; readonly message: string; readonly owner: string };
+
+/** The answer to a `user-message` input. */
+export type MessageDecision =
+  | { readonly type: 'message'; readonly accepted: true }
+  | { readonly type: 'message'; readonly accepted: false; readonly reason: MessageRefusal };
+
+/** The answer to a `lease-renewed` input: false when the call no longer holds a reservation. */
+export interface LeaseDecision {
+  readonly type: 'lease';
+  readonly toolCallId: string;
+  readonly held: boolean;
+}
+
+/** The answer to a `tool-used` input. */
+export type RecordDecision =
+  | { readonly type: 'record'; readonly recorded: true }
+  | {
+      readonly type: 'record';
+      readonly recorded: false;
+      readonly reason:
+        | Extract<MessageRefusal, { code: 'session-busy' }>
+        | { readonly code: 'duplicate-call'; readonly message: string };
+    };
 
 /** Where the session stands for one model step: what to offer, and why. */
 export interface StepDecision {
   readonly type: 'step';
   readonly activeStep: string | undefined;
-  readonly sequence: Explanation['sequence'];
-  /** The tools to offer: allowed now whatever the running calls' outcomes. */
+  readonly sequence: SequenceView;
+  /**
+   * The tools to offer: those that run whatever the running calls' outcomes (in shadow mode,
+   * every agent tool).
+   */
   readonly allowedTools: readonly string[];
   /**
    * `required` when the model must call one of `allowedTools` (a `requireSequence` step whose
@@ -124,8 +236,36 @@ export interface StepDecision {
   readonly shadow: boolean;
   /** In shadow mode, the tools enforcement would offer. */
   readonly wouldOffer?: readonly string[];
-  /** A spent token budget: no tool is offered (in shadow mode, only reported). */
+  /**
+   * A spent token budget: no tool is offered, and no model call should be made for the session
+   * (in shadow mode, only reported).
+   */
   readonly budget?: BudgetStatus;
+}
+
+/** One tool in an {@link Explanation}: allowed now, or why not. */
+export interface ToolExplanation {
+  readonly tool: string;
+  /** Enforcement's answer: in shadow mode, whether the template would allow it. */
+  readonly allowed: boolean;
+  /** Why not, when not allowed. */
+  readonly reason?: ToolDenial;
+  /**
+   * Rules on calls whose condition depends on the call's input, so that they may still refuse a
+   * call of it, or ask a person to approve one (`effect`: `deny`, `allow`, `approve` or `limit`).
+   */
+  readonly rules?: readonly { readonly rule: string; readonly effect: string; readonly reason: string }[];
+}
+
+/**
+ * Everything about what the agent may do now and why: the step decision a model step would get,
+ * with each tool judged as a call of it would be (see {@link explain}).
+ */
+export interface Explanation extends Omit<StepDecision, 'type'> {
+  readonly sessionId: string;
+  readonly stepDescription: string | undefined;
+  /** Every agent tool, then every tool the config names that the agent does not have. */
+  readonly tools: readonly ToolExplanation[];
 }
 
 /** The answer to a `tool-requested` input. */
@@ -137,6 +277,11 @@ export type ToolDecision =
       readonly allowed: true;
       /** Shadow mode: the call runs, but enforcement would have refused it for this reason. */
       readonly wouldBlock?: ToolDenial;
+      /**
+       * A replay of a call its turn already decided (`turnId`): `running`, its reservation still
+       * holds (it commits as usual); `settled`, it completed and was recorded (nothing to commit).
+       */
+      readonly replayed?: 'running' | 'settled';
     }
   | {
       readonly type: 'tool';
@@ -146,10 +291,12 @@ export type ToolDecision =
       readonly reason: ToolDenial;
       /** What the model may call instead. */
       readonly allowedTools: readonly string[];
+      /** The recorded refusal of a call its turn already decided. */
+      readonly replayed?: 'settled';
     };
 
 /** A decision of {@link transition}. */
-export type TransitionDecision = StepDecision | ToolDecision;
+export type TransitionDecision = StepDecision | ToolDecision | MessageDecision | LeaseDecision | RecordDecision;
 
 /** The result of {@link transition}. `state` is the input object when nothing changed. */
 export interface TransitionResult {
@@ -158,7 +305,10 @@ export interface TransitionResult {
   readonly decision?: TransitionDecision;
 }
 
-/** Default lease of a reservation: 2 minutes. A tool running longer loses its place. */
+/**
+ * Default lease of a reservation: 2 minutes. The process that runs a call renews it while the
+ * call runs (`lease-renewed`), so only a call whose process died loses its place.
+ */
 export const DEFAULT_LEASE_MS = 120_000;
 
 /**
@@ -166,6 +316,13 @@ export const DEFAULT_LEASE_MS = 120_000;
  * combination of their outcomes (2^n), so beyond this a request is refused as `pending`.
  */
 export const MAX_RUNNING_CALLS = 8;
+
+/**
+ * Most entries (calls, user messages, unenforced records) that may wait in a session's pending
+ * log behind its oldest running call. Every decision replays them; beyond this a request is
+ * refused as `pending` and a user message as `session-busy`.
+ */
+export const MAX_PENDING_ENTRIES = 32;
 
 /** Applies one input to `state` (see the module comment). Pure: no I/O, time from `context`. */
 export function transition(
@@ -182,20 +339,51 @@ export function transition(
   let decision: TransitionDecision | undefined;
   switch (input.type) {
     case 'user-message': {
+      const refused = messageRefusal(current, input.agentId, context.message);
+      if (refused !== undefined) {
+        decision = { type: 'message', accepted: false, reason: refused };
+        break;
+      }
+      decision = ACCEPTED;
+      if (input.agentId !== undefined && current.agentId === undefined)
+        current = { ...current, agentId: input.agentId };
       const message = context.message;
       if (current.pending === undefined) {
-        current = collect(handleMessage(plan, current, message), events);
+        current = collect(onMessage(plan, current, message), events);
       } else if (message !== undefined && message.key !== currentMessageKey(current)) {
         // Behind a running call: replayed after it, in arrival order.
-        current = appendEntry(current, { kind: 'message', key: message.key, text: message.text });
+        current = appendEntry(current, { kind: 'message', ...plan.pendingMessage(message) });
       }
       break;
     }
-    case 'step-started':
-      decision = decideStep(plan, current, input.agentTools, context, events);
+    case 'step-started': {
+      const step = decideStep(plan, current, outcomesOf(plan, current, context), input.agentTools, context, events);
+      const recorded =
+        input.turnId !== undefined && current.replay?.turn === input.turnId
+          ? current.replay.offers[input.stepNumber ?? -1]
+          : undefined;
+      decision = recorded ? { ...step, allowedTools: recorded.tools, toolChoice: recorded.toolChoice } : step;
       break;
+    }
+    case 'step-recorded': {
+      const record = replayRecord(current, input.turnId);
+      if (input.stepNumber >= REPLAY_LIMIT || record.offers[input.stepNumber]) break;
+      const offers = record.offers.slice();
+      while (offers.length < input.stepNumber) offers.push(null);
+      offers[input.stepNumber] = { tools: [...input.tools], toolChoice: input.toolChoice };
+      current = { ...current, replay: { ...record, offers } };
+      break;
+    }
     case 'tool-requested': {
-      const tool = decideToolCall(plan, current, input, context);
+      const replayed = replayedCall(current, input);
+      if (replayed !== undefined) {
+        decision = replayed;
+        break;
+      }
+      const limits: string[] = [];
+      // A recorded call whose reservation ended without completing is decided again, as new.
+      const again = input.turnId !== undefined && current.replay?.turn === input.turnId;
+      const tool = decideCall(plan, current, outcomesOf(plan, current, context), input, context, limits, again);
       decision = tool;
       current = rememberCallId(current, input.toolCallId);
       if (tool.allowed) {
@@ -206,9 +394,12 @@ export function transition(
           tool: input.tool,
           expiresAt: context.now + lease,
         };
+        if (limits.length > 0) call.limits = limits;
+        // An approval is used once: by the call it was asked for.
+        if (input.approved === true) current = spendApproval(current, input.toolCallId);
         // The head of the log carries the message in effect, for replaying what follows it.
         if (current.pending === undefined && context.message !== undefined) {
-          call.message = { key: context.message.key, text: context.message.text };
+          call.message = plan.pendingMessage(context.message);
         }
         current = appendEntry(current, call);
         if (tool.wouldBlock !== undefined) {
@@ -239,6 +430,7 @@ export function transition(
           reason: tool.reason,
         });
       }
+      if (input.turnId !== undefined) current = recordCall(current, input.turnId, tool);
       break;
     }
     case 'tool-completed': {
@@ -246,6 +438,7 @@ export function transition(
       const index = pending.findIndex((entry) => entry.kind === 'call' && entry.id === input.toolCallId);
       if (index < 0) {
         // Its lease ended (or it was never reserved): its place may have gone to another call.
+        // Reported, not recorded: recording it now could break the serial order of what ran.
         events.push({
           type: 'tool-released',
           sessionId: state.sessionId,
@@ -257,7 +450,7 @@ export function transition(
       }
       const marked = pending.slice();
       marked[index] = { ...(pending[index] as CallEntry), done: true };
-      current = settle(plan, current, marked, context, events);
+      current = settle(plan, markRan(current, input.toolCallId, true), marked, context, events);
       break;
     }
     case 'tool-failed': {
@@ -271,19 +464,61 @@ export function transition(
         toolCallId: input.toolCallId,
         reason: 'failed',
       });
-      current = settle(plan, current, removeCall(pending, index), context, events);
+      current = settle(plan, markRan(current, input.toolCallId, false), removeCall(pending, index), context, events);
+      break;
+    }
+    case 'approval-requested': {
+      // Bound to the session as the rules judge it: the outcome where every running call fails.
+      current = askApproval(current, input, fingerprint(settledState(plan, current, context)));
+      const rule = plan.rule(input.rule);
+      events.push({
+        type: 'approval-requested',
+        sessionId: state.sessionId,
+        tool: input.tool,
+        toolCallId: input.toolCallId,
+        step: current.activeStep,
+        rule: input.rule,
+        reason: rule?.reason ?? '',
+      });
+      break;
+    }
+    case 'lease-renewed': {
+      const pending = current.pending ?? [];
+      const index = pending.findIndex(
+        (entry) => entry.kind === 'call' && entry.id === input.toolCallId && entry.done !== true,
+      );
+      decision = { type: 'lease', toolCallId: input.toolCallId, held: index >= 0 };
+      if (index < 0) break;
+      const entry = pending[index] as CallEntry;
+      const expiresAt = context.now + (context.leaseMs ?? DEFAULT_LEASE_MS);
+      if (expiresAt <= entry.expiresAt) break;
+      const renewed = pending.slice();
+      renewed[index] = { ...entry, expiresAt };
+      current = { ...current, pending: renewed };
       break;
     }
     case 'tool-used': {
       const id = input.toolCallId;
-      if (id !== undefined && hasSeen(current, id)) break;
+      if (id !== undefined && hasSeen(current, id)) {
+        decision = {
+          type: 'record',
+          recorded: false,
+          reason: { code: 'duplicate-call', message: `tool call id "${id}" was already recorded in this session` },
+        };
+        break;
+      }
+      if (current.pending !== undefined && current.pending.length >= MAX_PENDING_ENTRIES) {
+        decision = { type: 'record', recorded: false, reason: busy(current.pending.length) };
+        break;
+      }
+      decision = RECORDED;
       if (id !== undefined) current = rememberCallId(current, id);
       if (current.pending !== undefined) current = appendEntry(current, { kind: 'used', tool: input.tool });
       else current = collect(record(plan, current, input.tool, context.message, context, false), events);
       break;
     }
     case 'usage':
-      current = countStepTokens(plan, addTokenUsage(current, input.usage), input.usage.totalTokens, context);
+      current = addTokenUsage(current, input.usage);
       break;
     case 'observed':
       break;
@@ -299,6 +534,101 @@ export function transition(
 }
 
 const scratchEvents: OrchestrationEvent[] = [];
+const ACCEPTED: MessageDecision = Object.freeze({ type: 'message', accepted: true });
+const RECORDED: RecordDecision = Object.freeze({ type: 'record', recorded: true });
+
+/** The session's replay record of `turnId`: its own, or a new one (a new turn replaces the old). */
+function replayRecord(state: OrchestrationState, turnId: string): ReplayRecord {
+  const record = state.replay;
+  return record?.turn === turnId ? record : { turn: turnId, offers: [], calls: [] };
+}
+
+/**
+ * The recorded decision of a call its turn already decided, for a replay (undefined: decide it
+ * now). An allowed call whose reservation ended without it completing (its process died, or it
+ * failed) is decided again, as a new call: what runs is still what the store allows.
+ */
+function replayedCall(
+  state: OrchestrationState,
+  input: Extract<TransitionInput, { type: 'tool-requested' }>,
+): ToolDecision | undefined {
+  if (input.turnId === undefined || state.replay?.turn !== input.turnId) return undefined;
+  const recorded = state.replay.calls.find((call) => call.id === input.toolCallId);
+  if (recorded === undefined) return undefined;
+  const { tool, toolCallId } = input;
+  if (!recorded.allowed) {
+    const reason: ToolDenial = recorded.reason ?? {
+      code: 'duplicate-call',
+      toolCallId,
+      message: `tool call id "${toolCallId}" was refused before`,
+    };
+    return { type: 'tool', tool, toolCallId, allowed: false, reason, allowedTools: [], replayed: 'settled' };
+  }
+  const running = state.pending?.some((entry) => entry.kind === 'call' && entry.id === toolCallId) === true;
+  if (running) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'running' };
+  if (recorded.ran === true) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'settled' };
+  return undefined;
+}
+
+/** `state` with `decision` recorded for the replays of turn `turnId`. */
+function recordCall(state: OrchestrationState, turnId: string, decision: ToolDecision): OrchestrationState {
+  const record = replayRecord(state, turnId);
+  const call: ReplayRecord['calls'][number] = { id: decision.toolCallId, allowed: decision.allowed };
+  if (!decision.allowed) call.reason = decision.reason;
+  const calls = [...record.calls.filter((c) => c.id !== call.id), call].slice(-REPLAY_LIMIT);
+  return { ...state, replay: { ...record, calls } };
+}
+
+/** `state` with the recorded call `toolCallId` marked as run (completed) or not (failed). */
+function markRan(state: OrchestrationState, toolCallId: string, ran: boolean): OrchestrationState {
+  const record = state.replay;
+  const index = record?.calls.findIndex((call) => call.id === toolCallId) ?? -1;
+  if (record === undefined || index < 0) return state;
+  const calls = record.calls.slice();
+  calls[index] = { ...calls[index]!, ran };
+  return { ...state, replay: { ...record, calls } };
+}
+
+/** True for the decision of a user message the session did not take. */
+export function isRefusedMessage(
+  decision: TransitionDecision | undefined,
+): decision is Extract<MessageDecision, { accepted: false }> {
+  return decision?.type === 'message' && !decision.accepted;
+}
+
+/** Why the session does not take this user message (of `agentId`), or undefined when it does. */
+function messageRefusal(
+  state: OrchestrationState,
+  agentId: string | undefined,
+  message: MessageInfo | undefined,
+): MessageRefusal | undefined {
+  if (agentId !== undefined && state.agentId !== undefined && state.agentId !== agentId) {
+    return {
+      code: 'session-of-another-agent',
+      owner: state.agentId,
+      message: `session "${state.sessionId}" belongs to agent "${state.agentId}"; start a new session for "${agentId}"`,
+    };
+  }
+  const pending = state.pending;
+  if (
+    pending !== undefined &&
+    pending.length >= MAX_PENDING_ENTRIES &&
+    message !== undefined &&
+    message.key !== currentMessageKey(state)
+  ) {
+    return busy(pending.length);
+  }
+  return undefined;
+}
+
+function busy(queued: number): Extract<MessageRefusal, { code: 'session-busy' }> {
+  return {
+    code: 'session-busy',
+    queued,
+    limit: MAX_PENDING_ENTRIES,
+    message: `${queued} calls and messages already wait behind the calls running in this session (at most ${MAX_PENDING_ENTRIES}); try again when they finish`,
+  };
+}
 
 /** The result of {@link transitionAll}: one decision slot per input. */
 export interface TransitionAllResult {
@@ -307,7 +637,11 @@ export interface TransitionAllResult {
   readonly decisions: readonly (TransitionDecision | undefined)[];
 }
 
-/** Applies `inputs` in order, as one change: what a shell writes with one store update. */
+/**
+ * Applies `inputs` in order, as one change: what a shell writes with one store update. A user
+ * message the session refuses ends the batch: what follows it is not applied (its decision
+ * slots stay undefined), so nothing runs on a session that did not take the turn.
+ */
 export function transitionAll(
   plan: OrchestrationPlan,
   state: OrchestrationState,
@@ -316,15 +650,16 @@ export function transitionAll(
 ): TransitionAllResult {
   let current = state;
   let events: OrchestrationEvent[] | undefined;
-  const decisions: (TransitionDecision | undefined)[] = [];
-  for (const input of inputs) {
-    const result = transition(plan, current, input, context);
+  const decisions: (TransitionDecision | undefined)[] = new Array(inputs.length);
+  for (let i = 0; i < inputs.length; i++) {
+    const result = transition(plan, current, inputs[i]!, context);
     current = result.state;
     if (result.events.length > 0) {
       events ??= [];
       events.push(...result.events);
     }
-    decisions.push(result.decision);
+    decisions[i] = result.decision;
+    if (isRefusedMessage(result.decision)) break;
   }
   return { state: current, events: events ?? NO_EVENTS, decisions };
 }
@@ -336,6 +671,14 @@ export interface ToolCallRequest {
   readonly agentTools: readonly string[];
   /** The tools the model was shown for the step that produced the call, when known. */
   readonly offered?: readonly string[] | undefined;
+  /** The call's input, for rules on calls. */
+  readonly args?: unknown;
+  /** A digest of the input, which an approval is bound to. */
+  readonly argsDigest?: string | undefined;
+  /** The call comes with a person's approval. */
+  readonly approved?: boolean | undefined;
+  /** A turn under a durable-execution engine: a call it already decided gets that decision back. */
+  readonly turnId?: string | undefined;
 }
 
 /** A refusal of `call` for `reason`, with what the model may call instead. */
@@ -353,114 +696,293 @@ export function decideToolCall(
   call: ToolCallRequest,
   context: TransitionContext,
 ): ToolDecision {
+  const replayed = replayedCall(state, { type: 'tool-requested', ...call });
+  if (replayed !== undefined) return replayed;
+  const again = call.turnId !== undefined && state.replay?.turn === call.turnId;
+  return decideCall(plan, state, outcomesOf(plan, state, context), call, context, [], again);
+}
+
+/**
+ * Explains, for every tool, whether a call of it would be allowed now and why not, with the
+ * step decision a model step would get: the same judgement of the same outcomes as
+ * `tool-requested` and `step-started`, so a view never disagrees with a decision (running
+ * calls, shadow mode and budgets included). Pure: nothing is written, no event is kept.
+ */
+export function explain(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  agentTools: readonly string[],
+  context: TransitionContext,
+): Explanation {
+  const current = expireLeases(plan, state, context, []);
+  const outcomes = outcomesOf(plan, current, context);
+  const { type: _type, ...step } = decideStep(plan, current, outcomes, agentTools, context, []);
+  const capped = isCapped(current);
+  const preset = isSuperseded(current, context) ? SUPERSEDED : undefined;
+  const tools: ToolExplanation[] = agentTools.map((tool) => {
+    if (capped) return { tool, allowed: false, reason: capDenial(step.running) };
+    const judged = judge(plan, outcomes, tool, agentTools, preset, undefined, context);
+    const rules =
+      judged.conditional.length === 0
+        ? {}
+        : {
+            rules: judged.conditional.map((rule) => ({
+              rule: rule.id,
+              effect: rule.effect ?? 'limit',
+              reason: rule.reason,
+            })),
+          };
+    if (judged.enforced === 'all') return { tool, allowed: true, ...rules };
+    // The decision's own reason: whether it runs, or would be blocked, depends on running calls
+    // unless every outcome agrees (see decideCall).
+    const depends = judged.runs === 'some' || judged.enforced === 'some';
+    return { tool, allowed: false, reason: depends ? pendingDenial(tool, step.running) : judged.first!, ...rules };
+  });
+  const known = new Set(agentTools);
+  for (const tool of plan.referencedTools) {
+    if (!known.has(tool)) {
+      tools.push({
+        tool,
+        allowed: false,
+        reason: { code: 'no-such-tool', message: `the orchestration names "${tool}", but the agent has no such tool` },
+      });
+    }
+  }
+  return {
+    ...step,
+    sessionId: current.sessionId,
+    stepDescription: plan.step(step.activeStep)?.description,
+    tools,
+  };
+}
+
+/**
+ * Decides `call` on `state`, whose outcomes are `outcomes` (see the module comment). The ids of
+ * the limit rules that count the call, if it runs, are pushed to `limits`.
+ */
+function decideCall(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  outcomes: readonly OrchestrationState[],
+  call: ToolCallRequest,
+  context: TransitionContext,
+  limits: string[] = [],
+  again = false,
+): ToolDecision {
   const { tool, toolCallId, agentTools } = call;
-  const deny = (reason: ToolDenial, allowed: readonly string[]) => refusal(call, reason, allowed);
-  if (hasSeen(state, toolCallId)) {
-    return deny(
+  const instead = () =>
+    offers(plan, outcomes, agentTools, isSuperseded(state, context), isCapped(state), context).offered;
+  if (hasSeen(state, toolCallId) && !(again && state.replay?.calls.some((c) => c.id === toolCallId))) {
+    return refusal(
+      call,
       {
         code: 'duplicate-call',
         toolCallId,
         message: `tool call id "${toolCallId}" was already used in this session; a call id runs at most once`,
       },
-      safeAllowedTools(plan, state, agentTools, context),
+      instead(),
     );
   }
   const running = runningTools(state);
-  if (running.length >= MAX_RUNNING_CALLS) {
-    // A resource limit, kept in shadow mode too: deciding looks at 2^n outcomes.
-    return deny(
-      {
-        code: 'pending',
-        running,
-        message: `${running.length} calls are still running in this session (at most ${MAX_RUNNING_CALLS}); try again when they finish`,
-      },
-      [],
-    );
+  // Resource limits, kept in shadow mode too: deciding replays 2^n outcomes of the whole log.
+  if (isCapped(state)) return refusal(call, capDenial(running), []);
+  if (!agentTools.includes(tool)) {
+    return refusal(call, { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` }, instead());
   }
-  const enforced = policyDecision(plan, state, call, context, running);
-  if (enforced.allowed || enforced.reason.code === 'no-such-tool') return enforced;
-  // Shadow mode: what the template decides is reported, and the call runs. Only what is no
-  // template policy stays enforced: repeated call ids, tools the agent does not have, the cap.
-  if (shadowOf(plan, settledState(plan, state, context))) {
-    return { type: 'tool', tool, toolCallId, allowed: true, wouldBlock: enforced.reason };
+  let preset: ToolDenial | undefined;
+  let alternatives: (() => readonly string[]) | undefined;
+  if (isSuperseded(state, context)) {
+    preset = SUPERSEDED;
+    alternatives = () => [];
+  } else if (call.offered !== undefined && !call.offered.includes(tool)) {
+    const offered = call.offered;
+    preset = { code: 'not-offered', offered, message: `"${tool}" was not offered for this model step` };
+    alternatives = () => offered;
   }
-  return enforced;
+  const facts: CallFacts = {
+    toolCallId,
+    args: call.args,
+    argsDigest: call.argsDigest,
+    approved: call.approved === true,
+    context: context.ruleContext,
+  };
+  const judged = judge(plan, outcomes, tool, agentTools, preset, new RuleInputs(facts), context);
+  limits.push(...judged.limits);
+  if (judged.runs === 'all') {
+    if (judged.enforced === 'all') return { type: 'tool', tool, toolCallId, allowed: true };
+    // Shadow mode: it runs, and enforcement's answer is reported.
+    const wouldBlock = judged.enforced === 'none' ? judged.first! : pendingDenial(tool, running);
+    return { type: 'tool', tool, toolCallId, allowed: true, wouldBlock };
+  }
+  const reason = judged.runs === 'none' ? judged.first! : pendingDenial(tool, running);
+  return refusal(call, reason, (alternatives ?? instead)());
 }
 
-/** The template's decision on a call (SPEC sections 4 and 7, budgets), before shadow mode. */
-function policyDecision(
+/** How many outcomes of the running calls something holds in. */
+type Extent = 'all' | 'none' | 'some';
+
+/** A tool judged in every outcome of the running calls. */
+interface Judgement {
+  /** Where a call of it runs: the template allows it, or the outcome's step is in shadow mode. */
+  readonly runs: Extent;
+  /** Where the template allows it. */
+  readonly enforced: Extent;
+  /** The first reason it is refused, in outcome order (all running calls failing comes first). */
+  readonly first: ToolDenial | undefined;
+  /** Limit rules that count the call when it commits (in any outcome). */
+  readonly limits: readonly string[];
+  /** Rules whose condition needs the call's input, which `explain` cannot judge. */
+  readonly conditional: readonly CompiledRule[];
+}
+
+/**
+ * Judges `tool` in every outcome: `preset` (a reason that holds whatever the outcome), else the
+ * step's rules (SPEC sections 4 and 5), else a spent budget, else the rules on calls (SPEC
+ * section 9; `inputs` undefined: the call's input is unknown, as in `explain`).
+ */
+function judge(
+  plan: OrchestrationPlan,
+  outcomes: readonly OrchestrationState[],
+  tool: string,
+  agentTools: readonly string[],
+  preset: ToolDenial | undefined,
+  inputs: RuleInputs | undefined,
+  context: TransitionContext,
+): Judgement {
+  let first: ToolDenial | undefined;
+  let allowed = 0;
+  let runs = 0;
+  let limits: string[] | undefined;
+  let conditional: CompiledRule[] | undefined;
+  for (const outcome of outcomes) {
+    let denial = preset ?? denialOf(plan, outcome, tool, agentTools) ?? budgetDenialIn(plan, outcome);
+    if (denial === undefined && plan.hasRules) {
+      const verdict = judgeRules(plan, outcome, tool, inputs, context.message, context.now);
+      denial = verdict.denial;
+      if (verdict.limits.length > 0) limits = union(limits, verdict.limits);
+      if (verdict.conditional.length > 0) conditional = union(conditional, verdict.conditional);
+    }
+    if (denial === undefined) {
+      allowed++;
+      runs++;
+    } else {
+      first ??= denial;
+      if (shadowOf(plan, outcome)) runs++;
+    }
+  }
+  return {
+    runs: extent(runs, outcomes.length),
+    enforced: extent(allowed, outcomes.length),
+    first,
+    limits: limits ?? NO_TOOLS,
+    conditional: conditional ?? NO_RULES,
+  };
+}
+
+const NO_RULES: readonly CompiledRule[] = Object.freeze([]);
+
+function union<T>(into: T[] | undefined, items: readonly T[]): T[] {
+  const out = into ?? [];
+  for (const item of items) if (!out.includes(item)) out.push(item);
+  return out;
+}
+
+function extent(count: number, of: number): Extent {
+  return count === of ? 'all' : count === 0 ? 'none' : 'some';
+}
+
+function budgetDenialIn(plan: OrchestrationPlan, state: OrchestrationState): ToolDenial | undefined {
+  const budget = budgetOf(plan, state);
+  return budget === undefined ? undefined : budgetDenial(budget);
+}
+
+const SUPERSEDED: ToolDenial = Object.freeze({
+  code: 'superseded',
+  message: 'a newer user message arrived in this session, so this turn may not start tools; answer without tools',
+});
+
+function pendingDenial(tool: string, running: readonly string[]): ToolDenial {
+  return {
+    code: 'pending',
+    running,
+    message: `whether "${tool}" may run depends on ${running.join(', ')}, still running in this session; try again when ${running.length === 1 ? 'it finishes' : 'they finish'}`,
+  };
+}
+
+function capDenial(running: readonly string[]): ToolDenial {
+  return {
+    code: 'pending',
+    running,
+    message: `${running.length} calls are still running in this session, with ${MAX_PENDING_ENTRIES} entries at most waiting behind them (at most ${MAX_RUNNING_CALLS} running); try again when they finish`,
+  };
+}
+
+/** True when the session is at a bound of its pending log: nothing more may be reserved. */
+function isCapped(state: OrchestrationState): boolean {
+  const pending = state.pending;
+  if (pending === undefined) return false;
+  return pending.length >= MAX_PENDING_ENTRIES || runningTools(state).length >= MAX_RUNNING_CALLS;
+}
+
+/**
+ * The tools a model step is offered (those a call of would run in every outcome) and, for shadow
+ * mode, those enforcement would offer. `blocked`: the turn is superseded; `capped`: a bound of
+ * the pending log is reached.
+ */
+function offers(
+  plan: OrchestrationPlan,
+  outcomes: readonly OrchestrationState[],
+  agentTools: readonly string[],
+  blocked: boolean,
+  capped: boolean,
+  context: TransitionContext,
+): { offered: readonly string[]; enforced: readonly string[] } {
+  if (capped) return { offered: NO_TOOLS, enforced: NO_TOOLS };
+  let offered: readonly string[] | undefined;
+  let enforced: readonly string[] | undefined;
+  for (const outcome of outcomes) {
+    let allowed =
+      blocked || budgetOf(plan, outcome) !== undefined ? NO_TOOLS : allowedTools(plan, outcome, agentTools).tools;
+    if (plan.hasRules && allowed.length > 0) allowed = allowedByRules(plan, outcome, allowed, context);
+    const runs = shadowOf(plan, outcome) ? plan.allTools(agentTools) : allowed;
+    enforced = enforced === undefined ? allowed : intersect(enforced, allowed);
+    offered = offered === undefined ? runs : intersect(offered, runs);
+  }
+  return { offered: offered ?? NO_TOOLS, enforced: enforced ?? NO_TOOLS };
+}
+
+const NO_TOOLS: readonly string[] = Object.freeze([]);
+
+/**
+ * The tools of `tools` that the rules on calls let a model be offered in `state`: those no
+ * unconditional rule refuses (a spent limit, a `deny` without condition). A tool an `approve`
+ * rule guards is offered: a person is asked when it is called.
+ */
+function allowedByRules(
   plan: OrchestrationPlan,
   state: OrchestrationState,
-  call: ToolCallRequest,
+  tools: readonly string[],
   context: TransitionContext,
-  running: readonly string[],
-): ToolDecision {
-  const { tool, toolCallId, agentTools } = call;
-  const deny = (reason: ToolDenial, allowed: readonly string[]) => refusal(call, reason, allowed);
-  if (!agentTools.includes(tool)) {
-    return deny(
-      { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` },
-      safeAllowedTools(plan, state, agentTools, context),
-    );
+): readonly string[] {
+  let out: string[] | undefined;
+  for (let i = 0; i < tools.length; i++) {
+    const tool = tools[i]!;
+    const denial = judgeRules(plan, state, tool, undefined, context.message, context.now).denial;
+    const offered = denial === undefined || denial.code === 'approval-required';
+    if (!offered && out === undefined) out = tools.slice(0, i);
+    else if (offered && out !== undefined) out.push(tool);
   }
-  if (isSuperseded(state, context)) {
-    return deny(
-      {
-        code: 'superseded',
-        message: 'a newer user message arrived in this session, so this turn may not start tools; answer without tools',
-      },
-      [],
-    );
-  }
-  if (call.offered !== undefined && !call.offered.includes(tool)) {
-    return deny(
-      { code: 'not-offered', offered: call.offered, message: `"${tool}" was not offered for this model step` },
-      call.offered,
-    );
-  }
-  const budget = budgetOf(plan, settledState(plan, state, context));
-  if (budget !== undefined) return deny(budgetDenial(budget), []);
-  let first: ToolDenial | undefined;
-  let allowedSomewhere = false;
-  let deniedSomewhere = false;
-  forEachOutcome(plan, state, context, (outcome) => {
-    const denial = denialOf(plan, outcome, tool, agentTools);
-    if (denial === undefined) allowedSomewhere = true;
-    else {
-      deniedSomewhere = true;
-      first ??= denial;
-    }
-  });
-  if (!deniedSomewhere) return { type: 'tool', tool, toolCallId, allowed: true };
-  const allowed = safeAllowedTools(plan, state, agentTools, context);
-  if (!allowedSomewhere) return deny(first!, allowed);
-  return deny(
-    {
-      code: 'pending',
-      running,
-      message: `whether "${tool}" may run depends on ${running.join(', ')}, still running in this session; try again when ${running.length === 1 ? 'it finishes' : 'they finish'}`,
-    },
-    allowed,
-  );
+  return out ?? tools;
+}
+
+function intersect(a: readonly string[], b: readonly string[]): readonly string[] {
+  if (a === b || a.length === 0) return a;
+  return a.filter((tool) => b.includes(tool));
 }
 
 /** True when the session's active step (or, without its own setting, the plan) is in shadow mode. */
 export function shadowOf(plan: OrchestrationPlan, state: OrchestrationState): boolean {
   return activeStepOf(plan, state)?.shadow ?? plan.shadow;
-}
-
-/** Counts a model call's tokens against the active step when that step has a budget. */
-function countStepTokens(
-  plan: OrchestrationPlan,
-  state: OrchestrationState,
-  tokens: number,
-  context: TransitionContext,
-): OrchestrationState {
-  if (!plan.hasBudgets || tokens === 0) return state;
-  const step = activeStepOf(plan, settledState(plan, state, context));
-  if (step?.tokenBudget === undefined) return state;
-  const stepTokens = { ...state.stepTokens, [step.name]: (state.stepTokens?.[step.name] ?? 0) + tokens };
-  return { ...state, stepTokens };
 }
 
 /** Tools of the reserved calls still running, oldest first. */
@@ -473,8 +995,8 @@ export function runningTools(state: OrchestrationState): string[] {
 }
 
 /**
- * The session as it stands if every running call fails: what is known for sure. For views
- * (`explain`, the inspector); decisions consider every outcome.
+ * The session as it stands if every running call fails: what is known for sure (the first of
+ * the outcomes every decision judges).
  */
 export function settledState(
   plan: OrchestrationPlan,
@@ -485,48 +1007,56 @@ export function settledState(
   return replay(plan, state, 0, context);
 }
 
+/**
+ * The session after each combination of outcomes of its running calls (bit i of the index set:
+ * running call i completes), computed once per input; the first is {@link settledState}.
+ */
+function outcomesOf(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  context: TransitionContext,
+): readonly OrchestrationState[] {
+  if (state.pending === undefined) return [state];
+  const running = Math.min(runningTools(state).length, MAX_RUNNING_CALLS);
+  const outcomes = new Array<OrchestrationState>(1 << running);
+  for (let mask = 0; mask < outcomes.length; mask++) outcomes[mask] = replay(plan, state, mask, context);
+  return outcomes;
+}
+
 type CallEntry = Extract<PendingEntry, { kind: 'call' }>;
 
 function decideStep(
   plan: OrchestrationPlan,
   state: OrchestrationState,
+  outcomes: readonly OrchestrationState[],
   agentTools: readonly string[],
   context: TransitionContext,
   events: OrchestrationEvent[],
 ): StepDecision {
-  const known = settledState(plan, state, context);
+  const known = outcomes[0]!;
   const view = viewStep(plan, known, agentTools);
   if (view.sequence?.blocked) events.push(...allowedTools(plan, known, agentTools).events);
   const running = runningTools(state);
-  let offered = view.allowedTools;
-  if (isSuperseded(state, context)) offered = [];
-  else if (running.length > 0) offered = safeAllowedTools(plan, state, agentTools, context);
   const budget = budgetOf(plan, known);
   const shadow = shadowOf(plan, known);
   if (budget !== undefined) {
-    offered = [];
     events.push({ type: 'budget-exceeded', sessionId: state.sessionId, ...budget, shadow });
   }
+  const { offered, enforced } = offers(
+    plan,
+    outcomes,
+    agentTools,
+    isSuperseded(state, context),
+    isCapped(state),
+    context,
+  );
   const sequence = view.sequence;
-  if (shadow) {
-    // Nothing is enforced: every agent tool is offered, and what enforcement would offer is reported.
-    return {
-      type: 'step',
-      activeStep: view.activeStep?.name,
-      sequence,
-      allowedTools: plan.allTools(agentTools),
-      toolChoice: 'auto',
-      running,
-      shadow,
-      wouldOffer: offered,
-      ...(budget === undefined ? {} : { budget }),
-    };
-  }
   let toolChoice: StepDecision['toolChoice'] = offered.length === 0 ? 'none' : 'auto';
   // Forced only while every offered tool fills the next position: never force a tool that
-  // would not advance the sequence.
+  // would not advance the sequence (nor in shadow mode, which must not change what the model does).
   if (
     toolChoice === 'auto' &&
+    !shadow &&
     view.activeStep?.requireSequence === true &&
     sequence?.expected !== undefined &&
     offered.every((tool) => sequence.expected?.includes(tool))
@@ -541,6 +1071,7 @@ function decideStep(
     toolChoice,
     running,
     shadow,
+    ...(shadow ? { wouldOffer: enforced } : {}),
     ...(budget === undefined ? {} : { budget }),
   };
 }
@@ -569,37 +1100,6 @@ function incompleteSequence(
   };
 }
 
-/** The tools allowed in every outcome of the running calls (all of them when none runs). */
-function safeAllowedTools(
-  plan: OrchestrationPlan,
-  state: OrchestrationState,
-  agentTools: readonly string[],
-  context: TransitionContext,
-): readonly string[] {
-  if (runningTools(state).length >= MAX_RUNNING_CALLS) return [];
-  let safe: readonly string[] | undefined;
-  forEachOutcome(plan, state, context, (outcome) => {
-    const tools = allowedTools(plan, outcome, agentTools).tools;
-    safe = safe === undefined ? tools : safe.filter((tool) => tools.includes(tool));
-  });
-  return safe ?? [];
-}
-
-/** Calls `visit` with the session after each combination of outcomes of the running calls. */
-function forEachOutcome(
-  plan: OrchestrationPlan,
-  state: OrchestrationState,
-  context: TransitionContext,
-  visit: (outcome: OrchestrationState) => void,
-): void {
-  if (state.pending === undefined) {
-    visit(state);
-    return;
-  }
-  const combinations = 1 << runningTools(state).length;
-  for (let mask = 0; mask < combinations; mask++) visit(replay(plan, state, mask, context));
-}
-
 /**
  * Replays the pending log on the committed state: running call number i (in log order)
  * completes when bit i of `completes` is set; done calls complete; messages and unenforced
@@ -618,13 +1118,14 @@ function replay(
   for (const entry of pending) {
     if (entry.kind === 'message') {
       message = messageInfo(entry);
-      current = handleMessage(plan, current, message).state;
+      current = onMessage(plan, current, message).state;
     } else if (entry.kind === 'used') {
       current = record(plan, current, entry.tool, message, context, false).state;
     } else {
       const done = entry.done === true || (completes & (1 << bit)) !== 0;
       if (entry.done !== true) bit++;
-      if (done) current = record(plan, current, entry.tool, message, context, !shadowOf(plan, current)).state;
+      if (done)
+        current = record(plan, current, entry.tool, message, context, !shadowOf(plan, current), entry.limits).state;
     }
   }
   return current;
@@ -649,18 +1150,21 @@ function settle(
     if (entry.kind === 'call' && entry.done !== true) break;
     if (entry.kind === 'message') {
       message = messageInfo(entry);
-      current = collect(handleMessage(plan, current, message), events);
+      current = collect(onMessage(plan, current, message), events);
     } else if (entry.kind === 'used') {
       current = collect(record(plan, current, entry.tool, message, context, false), events);
     } else {
       // In shadow mode a call may not fit the sequence: report the violation it would have been.
-      current = collect(record(plan, current, entry.tool, message, context, !shadowOf(plan, current)), events);
+      current = collect(
+        record(plan, current, entry.tool, message, context, !shadowOf(plan, current), entry.limits),
+        events,
+      );
     }
   }
   if (head === pending.length) return { ...current, pending: undefined };
   const rest = pending.slice(head);
   const first = rest[0] as CallEntry;
-  const carried: PendingMessage | undefined = message && { key: message.key, text: message.text };
+  const carried = message === undefined ? undefined : keptMessage(plan, message);
   if (first.message?.key !== carried?.key) {
     const { message: _dropped, ...call } = first;
     rest[0] = carried === undefined ? call : { ...call, message: carried };
@@ -711,6 +1215,10 @@ function removeCall(pending: readonly PendingEntry[], index: number): PendingEnt
   return out;
 }
 
+/**
+ * Commits a tool use (the engine's `recordToolUse`), counting it first for the limit rules that
+ * counted its reservation (`limits`): the call belongs to the step active before it commits.
+ */
 function record(
   plan: OrchestrationPlan,
   state: OrchestrationState,
@@ -718,8 +1226,27 @@ function record(
   message: MessageInfo | undefined,
   context: TransitionContext,
   reserved: boolean,
+  limits?: readonly string[],
 ) {
-  return recordToolUse(plan, state, { tool, message, historyLimit: context.historyLimit, reserved });
+  const counted = limits === undefined ? state : countCall(plan, state, limits, message, context.now);
+  const result = recordToolUse(plan, counted, { tool, message, historyLimit: context.historyLimit, reserved });
+  return withStepCounts(plan, counted, result);
+}
+
+/** Handles a user message (the engine's `handleMessage`), then drops per-step counts if the step changed. */
+function onMessage(plan: OrchestrationPlan, state: OrchestrationState, message: MessageInfo | undefined) {
+  return withStepCounts(plan, state, handleMessage(plan, state, message));
+}
+
+/** A step change restarts the counts of per-step limits. */
+function withStepCounts(
+  plan: OrchestrationPlan,
+  before: OrchestrationState,
+  result: { state: OrchestrationState; events: readonly OrchestrationEvent[] },
+): { state: OrchestrationState; events: readonly OrchestrationEvent[] } {
+  if (!plan.hasRules) return result;
+  const state = resetStepCounts(plan, before, result.state);
+  return state === result.state ? result : { state, events: result.events };
 }
 
 /** The user message in effect at the head of the log. */
@@ -729,8 +1256,33 @@ function headMessage(pending: readonly PendingEntry[], context: TransitionContex
   return context.message;
 }
 
+/** A kept message as conditions read it (cached per kept object, which replays read again and again). */
+const infos = new WeakMap<PendingMessage, MessageInfo>();
+/** The kept message an info was read from, so carrying it on keeps the same answers. */
+const sources = new WeakMap<MessageInfo, PendingMessage>();
+
 function messageInfo(message: PendingMessage): MessageInfo {
-  return { key: message.key, text: message.text, lower: message.text.toLowerCase() };
+  let info = infos.get(message);
+  if (info === undefined) {
+    const text = message.text ?? '';
+    info =
+      message.matches === undefined
+        ? { key: message.key, text, lower: text.toLowerCase() }
+        : { key: message.key, text: '', lower: '', matches: new Set(message.matches) };
+    infos.set(message, info);
+    sources.set(info, message);
+  }
+  return info;
+}
+
+/** What the log keeps of `message`: the kept form it was read from, or the plan's digest of it. */
+function keptMessage(plan: OrchestrationPlan, message: MessageInfo): PendingMessage {
+  const source = sources.get(message);
+  if (source === undefined) return plan.pendingMessage(message);
+  const kept: PendingMessage = { key: source.key };
+  if (source.matches !== undefined) kept.matches = source.matches;
+  if (source.text !== undefined) kept.text = source.text;
+  return kept;
 }
 
 /** The key of the latest user message the session has seen, behind running calls included. */
@@ -757,7 +1309,11 @@ function appendEntry(state: OrchestrationState, entry: PendingEntry): Orchestrat
   return { ...state, pending: [...(state.pending ?? []), entry] };
 }
 
-function hasSeen(state: OrchestrationState, toolCallId: string): boolean {
+/**
+ * True when the session has seen this call id (recorded, or in the pending log): a call that
+ * is refused as `duplicate-call`, never run again.
+ */
+export function hasSeen(state: OrchestrationState, toolCallId: string): boolean {
   if (state.toolCallIds?.includes(toolCallId)) return true;
   return state.pending?.some((entry) => entry.kind === 'call' && entry.id === toolCallId) === true;
 }

@@ -1,15 +1,15 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { agentdockFixtures, agentdockSample, agentdockSampleFiles } from '../../test/helpers/agentdock.js';
 import { loadTemplate } from '../templates/load-template.js';
 import { templateJsonSchema } from './schema.js';
 import { TemplateConfigError, type TemplateIssue } from './template-issues.js';
 import { parseTemplate, validateTemplate } from './validate-template.js';
 
-const FIXTURES = new URL('../../../shared/fixtures/agentdock/', import.meta.url);
-const fixtureFiles = readdirSync(FIXTURES).filter((f) => f.endsWith('.json'));
+const agentdock = agentdockFixtures();
 
 function issuesOf(json: unknown): TemplateIssue[] {
   const r = validateTemplate(json);
@@ -23,24 +23,32 @@ const base = (orchestration: unknown, extra: Record<string, unknown> = {}) => ({
   orchestration,
 });
 
-describe('AgentDock templates', () => {
-  it('finds the fixtures', () => {
-    expect(fixtureFiles.length).toBeGreaterThanOrEqual(30);
+/** Loads an AgentDock template file and checks it kept what Baton does not interpret. */
+async function loadsAsItIs(path: string): Promise<void> {
+  const raw = JSON.parse(readFileSync(path, 'utf8'));
+  const template = await loadTemplate(path);
+  expect(template.id).toBe(raw.agentId);
+  for (const key of ['chatSettings', 'nodeConfigurations', 'tags']) {
+    if (key in raw) expect(template[key]).toEqual(raw[key]);
+  }
+  expect(template.tools).toEqual((raw.nodes as string[]).filter((n) => !n.startsWith('llm.')));
+}
+
+describe.skipIf(agentdock === undefined)('every published AgentDock template', () => {
+  const files = agentdock?.files ?? [];
+
+  it('finds them', () => {
+    expect(files.length).toBeGreaterThanOrEqual(30);
   });
 
-  it.each(fixtureFiles)('loads %s as it is, keeping unknown top-level keys', async (file) => {
-    const path = new URL(file, FIXTURES).pathname;
-    const raw = JSON.parse(readFileSync(path, 'utf8'));
-    const template = await loadTemplate(path);
-    expect(template.id).toBe(raw.agentId);
-    for (const key of ['chatSettings', 'nodeConfigurations', 'tags']) {
-      if (key in raw) expect(template[key]).toEqual(raw[key]);
-    }
-    expect(template.tools).toEqual((raw.nodes as string[]).filter((n) => !n.startsWith('llm.')));
-  });
+  it.each(files)('loads %s as it is, keeping unknown top-level keys', loadsAsItIs);
+});
+
+describe('AgentDock templates', () => {
+  it.each(agentdockSampleFiles)('loads %s as it is, keeping unknown top-level keys', loadsAsItIs);
 
   it('warns about the steps of dr-house that are shadowed', () => {
-    const r = validateTemplate(readFileSync(new URL('dr-house.json', FIXTURES), 'utf8'));
+    const r = validateTemplate(readFileSync(agentdockSample('dr-house'), 'utf8'));
     expect(r.success).toBe(true);
     if (r.success) {
       expect(r.warnings.map((w) => [w.code, w.path])).toEqual([
@@ -308,6 +316,7 @@ describe('JSON Schema', () => {
       'historyLimit',
       'shadow',
       'budget',
+      'rules',
       'steps',
     ]);
   });

@@ -3,7 +3,7 @@
  * Structure comes from the zod schema; the rules that span fields are checked here on the
  * raw data, defensively, so that one broken part never hides the problems of another.
  */
-import type { z } from 'zod';
+import type { z } from 'zod/v4';
 import {
   BUILTIN_EXTRA_KEYS,
   type ConditionDefinition,
@@ -11,6 +11,7 @@ import {
   defaultConditionRegistry,
 } from './conditions.js';
 import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import { expressionProblem, limitPeriod } from './rules.js';
 import {
   type AgentTemplate,
   agentTemplateSchema,
@@ -18,6 +19,8 @@ import {
   type OrchestrationConfig,
   orchestrationConfigSchema,
   orchestrationStepSchema,
+  ruleLimitSchema,
+  ruleSchema,
   stepConditionSchema,
 } from './schema.js';
 import { describeType } from './state.js';
@@ -175,6 +178,8 @@ const KNOWN_KEYS = {
   step: Object.keys(orchestrationStepSchema.shape),
   condition: Object.keys(stepConditionSchema.shape),
   availableTools: Object.keys(availableToolsSchema.shape),
+  rule: Object.keys(ruleSchema.shape),
+  limit: Object.keys(ruleLimitSchema.shape),
 };
 
 function knownKeysAt(path: Path): readonly string[] {
@@ -182,6 +187,8 @@ function knownKeysAt(path: Path): readonly string[] {
   const parent = path[path.length - 2];
   if (last === 'orchestration') return KNOWN_KEYS.orchestration;
   if (last === 'availableTools') return KNOWN_KEYS.availableTools;
+  if (last === 'limit') return KNOWN_KEYS.limit;
+  if (typeof last === 'number' && parent === 'rules') return KNOWN_KEYS.rule;
   if (typeof last === 'number' && parent === 'steps') return KNOWN_KEYS.step;
   if (typeof last === 'number' && (parent === 'conditions' || parent === 'resetSequenceOn'))
     return KNOWN_KEYS.condition;
@@ -334,6 +341,9 @@ function checkOrchestration(
   }
   const defaultName = isString(config.defaultStep) ? config.defaultStep : defaults[0]?.name;
 
+  checkRules(config.rules, [...base, 'rules'], toolSet, agentTools, issues);
+  for (const s of steps) checkRules(s.raw.rules, stepPath(s, 'rules'), toolSet, agentTools, issues);
+
   for (const s of steps) {
     const available = isObject(s.raw.availableTools) ? s.raw.availableTools : undefined;
     const allowed = compilePatterns(available?.allowed, stepPath(s, 'availableTools', 'allowed'), issues);
@@ -453,6 +463,71 @@ function checkOrchestration(
       );
     }
   }
+}
+
+/**
+ * Rules on calls (SPEC section 9): an effect or a limit (not both, not neither), a period a
+ * limit can count over, a `when` that compiles and type-checks, and tool patterns that compile
+ * (naming a tool the agent does not have is only a warning: the rule can never apply).
+ */
+function checkRules(
+  raw: unknown,
+  path: Path,
+  toolSet: ReadonlySet<string> | undefined,
+  agentTools: readonly string[] | undefined,
+  issues: IssueList,
+): void {
+  if (!Array.isArray(raw)) return;
+  raw.forEach((rule, i) => {
+    if (!isObject(rule)) return;
+    const at = [...path, i];
+    const hasEffect = rule.effect !== undefined;
+    const hasLimit = rule.limit !== undefined;
+    if (hasEffect === hasLimit) {
+      issues.error(
+        Code.InvalidRule,
+        at,
+        hasEffect ? 'a rule has either an effect or a limit, not both' : 'a rule needs an effect or a limit',
+        hasEffect
+          ? 'split it into two rules'
+          : 'add "effect": "deny" | "approve" | "allow", or "limit": { "max": 5, "per": "turn" }',
+      );
+    }
+    if (isObject(rule.limit) && isString(rule.limit.per) && limitPeriod(rule.limit.per) === undefined) {
+      issues.error(
+        Code.InvalidRule,
+        [...at, 'limit', 'per'],
+        `"${rule.limit.per}" is not a period a limit can count over`,
+        'use "turn", "step", "session", or a window such as "30s", "10m", "1h", "1d"',
+      );
+    }
+    if (isString(rule.when)) {
+      const problem = expressionProblem(rule.when);
+      if (problem !== undefined) {
+        issues.error(
+          Code.InvalidExpression,
+          [...at, 'when'],
+          `invalid CEL expression: ${problem}`,
+          'it reads tool, args, state (activeStep, recentlyUsedTools, sequenceIndex, cumulativeTokenUsage) and context, and must be true or false',
+        );
+      }
+    }
+    const patterns = compilePatterns(rule.tools, [...at, 'tools'], issues);
+    if (toolSet && Array.isArray(rule.tools)) {
+      rule.tools.forEach((tool, j) => {
+        if (!isString(tool) || tool.includes('*') || toolSet.has(tool)) return;
+        issues.warn(
+          Code.UnknownTool,
+          [...at, 'tools', j],
+          `rule tool "${tool}" is not one of the agent's tools, so the rule never applies to it`,
+          didYouMean(tool, agentTools ?? []) ?? `the agent's tools are: ${(agentTools ?? []).join(', ') || '(none)'}`,
+        );
+      });
+    }
+    if (toolSet && patterns.length > 0 && ![...toolSet].some((tool) => firstMatch(patterns, tool) !== undefined)) {
+      issues.warn(Code.UnknownTool, [...at, 'tools'], "the rule's patterns match none of the agent's tools");
+    }
+  });
 }
 
 function compilePatterns(raw: unknown, path: Path, issues: IssueList): CompiledPattern[] {

@@ -1,0 +1,417 @@
+/**
+ * Rules on calls (SPEC section 9) as the transition decides them: conditions on arguments in
+ * CEL, deny / allow / approve effects in their order, limits with running calls counted,
+ * approvals bound to the call, its input and the session, shadow mode and explain().
+ */
+import { describe, expect, it } from 'vitest';
+import { compileOrchestration } from './compile.js';
+import { latestUserMessage } from './messages.js';
+import { expressionProblemFor, MAX_LIST_LENGTH } from './rules.js';
+import type { OrchestrationConfig, Rule } from './schema.js';
+import { createState, type OrchestrationState } from './state.js';
+import { explain, type StepDecision, type ToolDecision, type TransitionInput, transition } from './transition.js';
+import { validateOrchestration } from './validate-template.js';
+
+const TOOLS = ['pay', 'refund', 'send_email', 'search', 'summarize', 'delete_user', 'delete_file'];
+const m1 = latestUserMessage([{ role: 'user', content: 'pay the invoice', id: 'm1' }]);
+const m2 = latestUserMessage([{ role: 'user', content: 'and another', id: 'm2' }]);
+
+/** A session driven by hand through `transition`, with a clock. */
+function session(config: OrchestrationConfig, ruleContext: Record<string, unknown> = {}) {
+  const plan = compileOrchestration(config);
+  let state: OrchestrationState = createState('s', 0);
+  let now = 1_000;
+  let message = m1;
+  const run = (input: TransitionInput) => {
+    const result = transition(plan, state, input, { now, message, ruleContext, leaseMs: 60_000 });
+    state = result.state;
+    return result;
+  };
+  run({ type: 'user-message' });
+  return {
+    plan,
+    get state() {
+      return state;
+    },
+    run,
+    tick(ms: number) {
+      now += ms;
+    },
+    message(next = m2) {
+      message = next;
+      return run({ type: 'user-message' });
+    },
+    request(tool: string, id: string, args: unknown = {}, extra: { argsDigest?: string; approved?: boolean } = {}) {
+      return run({ type: 'tool-requested', tool, toolCallId: id, agentTools: TOOLS, args, ...extra })
+        .decision as ToolDecision;
+    },
+    complete(id: string) {
+      run({ type: 'tool-completed', toolCallId: id });
+    },
+    call(tool: string, id: string, args: unknown = {}) {
+      const decision = this.request(tool, id, args);
+      if (decision.allowed) this.complete(id);
+      return decision;
+    },
+    offered() {
+      return (run({ type: 'step-started', agentTools: TOOLS }).decision as StepDecision).allowedTools;
+    },
+    explain() {
+      return explain(plan, state, TOOLS, { now, message, ruleContext });
+    },
+  };
+}
+
+const withRules = (rules: Rule[], steps: OrchestrationConfig['steps'] = [{ name: 'Work', isDefault: true }]) =>
+  ({ rules, steps }) satisfies OrchestrationConfig;
+
+describe('rules on calls: effects', () => {
+  it('denies when a deny condition holds, with the rule and its reason', () => {
+    const s = session(
+      withRules([
+        {
+          tools: ['send_email'],
+          when: "!args.to.endsWith('@example.com')",
+          effect: 'deny',
+          reason: 'Internal mail only',
+        },
+      ]),
+    );
+    expect(s.request('send_email', 'a', { to: 'boss@example.com' })).toMatchObject({ allowed: true });
+    expect(s.request('send_email', 'b', { to: 'rival@elsewhere.org' })).toMatchObject({
+      allowed: false,
+      reason: { code: 'rule', rule: 'rules[0]', effect: 'deny', message: 'Internal mail only' },
+    });
+  });
+
+  it('allows only when an allow condition holds', () => {
+    const s = session(
+      withRules([{ tools: ['refund'], when: 'args.amount <= 50', effect: 'allow', reason: 'Refunds up to 50 only' }]),
+    );
+    expect(s.request('refund', 'a', { amount: 50 })).toMatchObject({ allowed: true });
+    expect(s.request('refund', 'b', { amount: 50.01 })).toMatchObject({
+      allowed: false,
+      reason: { code: 'rule', effect: 'allow', message: 'Refunds up to 50 only' },
+    });
+  });
+
+  it('asks for approval when an approve condition holds; deny wins over approve, a failing allow too', () => {
+    const rules: Rule[] = [
+      {
+        tools: ['pay', 'refund'],
+        when: 'args.amount > 100',
+        effect: 'approve',
+        reason: 'Payments over 100 need a person',
+      },
+      { tools: ['pay'], when: 'args.amount > 10000', effect: 'deny', reason: 'Never over 10,000' },
+      { tools: ['refund'], when: 'args.amount <= 500', effect: 'allow', reason: 'Refunds up to 500' },
+    ];
+    const s = session(withRules(rules));
+    expect(s.request('pay', 'a', { amount: 100 })).toMatchObject({ allowed: true });
+    expect(s.request('pay', 'b', { amount: 101 })).toMatchObject({
+      allowed: false,
+      reason: { code: 'approval-required', rule: 'rules[0]' },
+    });
+    expect(s.request('pay', 'c', { amount: 20_000 })).toMatchObject({ reason: { code: 'rule', effect: 'deny' } });
+    expect(s.request('refund', 'd', { amount: 600 })).toMatchObject({ reason: { code: 'rule', effect: 'allow' } });
+    expect(s.request('refund', 'e', { amount: 200 })).toMatchObject({ reason: { code: 'approval-required' } });
+  });
+
+  it('reads the tool, the session and what the caller passes', () => {
+    const s = session(
+      withRules([
+        { tools: ['delete_*'], when: "context.role != 'admin'", effect: 'deny', reason: 'Admins only' },
+        {
+          tools: ['summarize'],
+          when: "!('search' in state.recentlyUsedTools)",
+          effect: 'deny',
+          reason: 'Search first',
+        },
+        { tools: ['*'], when: "tool == 'refund' && state.activeStep == 'Work'", effect: 'deny', reason: 'Not at work' },
+      ]),
+      { role: 'user' },
+    );
+    expect(s.request('delete_user', 'a')).toMatchObject({ reason: { message: 'Admins only' } });
+    expect(s.request('summarize', 'b')).toMatchObject({ reason: { message: 'Search first' } });
+    s.call('search', 'c');
+    expect(s.request('summarize', 'd')).toMatchObject({ allowed: true });
+    expect(s.request('refund', 'e')).toMatchObject({ reason: { message: 'Not at work' } });
+    const admin = session(
+      withRules([{ tools: ['delete_*'], when: "context.role != 'admin'", effect: 'deny', reason: 'Admins only' }]),
+      { role: 'admin' },
+    );
+    expect(admin.request('delete_file', 'a')).toMatchObject({ allowed: true });
+  });
+
+  it('refuses a call whose rule cannot be evaluated, and says why (fail closed)', () => {
+    const s = session(withRules([{ tools: ['pay'], when: 'args.amount > 100', effect: 'deny', reason: 'Too much' }]));
+    const decision = s.request('pay', 'a', { total: 5 });
+    expect(decision).toMatchObject({ allowed: false, reason: { code: 'rule', rule: 'rules[0]' } });
+    expect(decision.allowed ? '' : decision.reason.message).toMatch(/could not be evaluated \(No such key: amount\)/);
+    const guarded = session(
+      withRules([
+        { tools: ['pay'], when: 'has(args.amount) && args.amount > 100', effect: 'deny', reason: 'Too much' },
+      ]),
+    );
+    expect(guarded.request('pay', 'b', { total: 5 })).toMatchObject({ allowed: true });
+  });
+
+  it('applies a step rule only while its step is active', () => {
+    const s = session(
+      withRules(
+        [],
+        [
+          {
+            name: 'Checkout',
+            conditions: [{ type: 'tool_used', value: 'search' }],
+            rules: [{ tools: ['pay'], when: 'args.amount > 5', effect: 'deny', reason: 'Small payments at checkout' }],
+          },
+          { name: 'Browse', isDefault: true },
+        ],
+      ),
+    );
+    expect(s.request('pay', 'a', { amount: 50 })).toMatchObject({ allowed: true });
+    s.complete('a');
+    s.call('search', 'b');
+    expect(s.state.activeStep).toBe('Checkout');
+    expect(s.request('pay', 'c', { amount: 50 })).toMatchObject({ reason: { rule: 'steps[0].rules[0]' } });
+  });
+
+  it('in shadow mode runs what a rule refuses and reports it', () => {
+    const s = session({
+      ...withRules([{ tools: ['pay'], when: 'args.amount > 100', effect: 'deny', reason: 'Too much' }]),
+      shadow: true,
+    });
+    expect(s.request('pay', 'a', { amount: 500 })).toMatchObject({
+      allowed: true,
+      wouldBlock: { code: 'rule', message: 'Too much' },
+    });
+  });
+});
+
+describe('rules on calls: limits', () => {
+  it('counts per turn, running calls included, and starts again with a new user message', () => {
+    const s = session(
+      withRules([{ tools: ['search'], limit: { max: 2, per: 'turn' }, reason: 'Two searches per question' }]),
+    );
+    expect(s.request('search', 'a')).toMatchObject({ allowed: true }); // still running
+    expect(s.request('search', 'b')).toMatchObject({ allowed: true }); // still running
+    // Both may complete: a third would exceed the limit in that outcome.
+    expect(s.request('search', 'c')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.complete('a');
+    s.complete('b');
+    expect(s.request('search', 'd')).toMatchObject({
+      allowed: false,
+      reason: { code: 'limit', rule: 'rules[0]', max: 2, per: 'turn', used: 2 },
+    });
+    expect(s.offered()).not.toContain('search');
+    s.message();
+    expect(s.offered()).toContain('search');
+    expect(s.call('search', 'e')).toMatchObject({ allowed: true });
+  });
+
+  it('counts per session across turns, and only calls whose condition holds', () => {
+    const s = session(
+      withRules([
+        { tools: ['pay'], when: 'args.amount > 100', limit: { max: 1, per: 'session' }, reason: 'One big payment' },
+      ]),
+    );
+    expect(s.call('pay', 'a', { amount: 500 })).toMatchObject({ allowed: true });
+    expect(s.call('pay', 'b', { amount: 50 })).toMatchObject({ allowed: true });
+    s.message();
+    expect(s.request('pay', 'c', { amount: 500 })).toMatchObject({ reason: { code: 'limit', used: 1 } });
+    expect(s.request('pay', 'd', { amount: 5 })).toMatchObject({ allowed: true });
+  });
+
+  it('counts per step, starting again when the step changes', () => {
+    const s = session(
+      withRules(
+        [{ tools: ['search'], limit: { max: 1, per: 'step' }, reason: 'One search per step' }],
+        [
+          { name: 'Second', conditions: [{ type: 'tool_used', value: 'summarize' }] },
+          { name: 'First', isDefault: true },
+        ],
+      ),
+    );
+    s.call('search', 'a');
+    expect(s.request('search', 'b')).toMatchObject({ reason: { code: 'limit', per: 'step' } });
+    s.call('summarize', 'c');
+    expect(s.state.activeStep).toBe('Second');
+    expect(s.call('search', 'd')).toMatchObject({ allowed: true });
+    expect(s.request('search', 'e')).toMatchObject({ reason: { code: 'limit' } });
+  });
+
+  it('counts over a rolling window', () => {
+    const s = session(withRules([{ tools: ['search'], limit: { max: 2, per: '10s' }, reason: 'Two a ten seconds' }]));
+    s.call('search', 'a');
+    s.tick(4_000);
+    s.call('search', 'b');
+    expect(s.request('search', 'c')).toMatchObject({ reason: { code: 'limit', used: 2 } });
+    s.tick(6_001); // a is out of the window now
+    expect(s.call('search', 'd')).toMatchObject({ allowed: true });
+    expect(s.state.counts?.['rules[0]']?.at).toHaveLength(2);
+  });
+});
+
+describe('rules on calls: approvals are bound', () => {
+  const approve: OrchestrationConfig = withRules([
+    { tools: ['pay'], when: 'args.amount > 100', effect: 'approve', reason: 'Payments over 100 need a person' },
+  ]);
+  const ask = (s: ReturnType<typeof session>, id: string, digest: string) =>
+    s.run({ type: 'approval-requested', tool: 'pay', toolCallId: id, argsDigest: digest, rule: 'rules[0]' });
+
+  it('runs an approved call once, for the call, input and session it was asked for', () => {
+    const s = session(approve);
+    expect(ask(s, 'p1', 'digest-500').events).toContainEqual(
+      expect.objectContaining({ type: 'approval-requested', toolCallId: 'p1', rule: 'rules[0]' }),
+    );
+    // Not approved (a forged or missing approval): refused.
+    expect(s.request('pay', 'p1', { amount: 500 }, { argsDigest: 'digest-500' })).toMatchObject({
+      reason: { code: 'approval-required' },
+    });
+    const s2 = session(approve);
+    ask(s2, 'p1', 'digest-500');
+    expect(s2.request('pay', 'p1', { amount: 500 }, { argsDigest: 'digest-500', approved: true })).toMatchObject({
+      allowed: true,
+    });
+    expect(s2.state.approvals).toBeUndefined(); // spent
+  });
+
+  it('refuses an approval for another call id, other arguments, or after the session moved on', () => {
+    const other = session(approve);
+    ask(other, 'p1', 'digest-500');
+    expect(other.request('pay', 'p2', { amount: 500 }, { argsDigest: 'digest-500', approved: true })).toMatchObject({
+      reason: { code: 'approval-invalid', message: expect.stringContaining('no approval was asked for call "p2"') },
+    });
+    const changed = session(approve);
+    ask(changed, 'p1', 'digest-500');
+    expect(
+      changed.request('pay', 'p1', { amount: 9_000 }, { argsDigest: 'digest-9000', approved: true }),
+    ).toMatchObject({ reason: { code: 'approval-invalid', message: expect.stringContaining('other arguments') } });
+    const moved = session(approve);
+    ask(moved, 'p1', 'digest-500');
+    moved.call('search', 's1');
+    expect(moved.request('pay', 'p1', { amount: 500 }, { argsDigest: 'digest-500', approved: true })).toMatchObject({
+      reason: { code: 'approval-invalid', message: expect.stringContaining('moved on') },
+    });
+  });
+});
+
+describe('rules on calls: what is offered and explained', () => {
+  it('hides a tool an unconditional rule refuses, offers one an approve rule guards, and lists conditional rules', () => {
+    const s = session(
+      withRules([
+        { tools: ['delete_*'], effect: 'deny', reason: 'Never delete' },
+        { tools: ['pay'], effect: 'approve', reason: 'Every payment needs a person' },
+        { tools: ['refund'], when: 'args.amount > 50', effect: 'deny', reason: 'Small refunds only' },
+      ]),
+    );
+    const offered = s.offered();
+    expect(offered).toContain('pay');
+    expect(offered).toContain('refund');
+    expect(offered).not.toContain('delete_user');
+    const view = s.explain();
+    const byTool = Object.fromEntries(view.tools.map((t) => [t.tool, t]));
+    expect(byTool.delete_user).toMatchObject({ allowed: false, reason: { code: 'rule', message: 'Never delete' } });
+    expect(byTool.pay).toMatchObject({ allowed: false, reason: { code: 'approval-required' } });
+    expect(byTool.refund).toMatchObject({
+      allowed: true,
+      rules: [{ rule: 'rules[2]', effect: 'deny', reason: 'Small refunds only' }],
+    });
+  });
+});
+
+describe('rules on calls: hostile input', () => {
+  const s = () =>
+    session(
+      withRules([
+        {
+          tools: ['search'],
+          when: 'args.terms.all(t, args.terms.exists(u, u == t))',
+          effect: 'allow',
+          reason: 'Terms',
+        },
+        { tools: ['pay'], when: 'has(args.constructor) || has(args.__proto__)', effect: 'deny', reason: 'Prototype' },
+      ]),
+    );
+
+  it('refuses arguments beyond the bounds, and evaluates the largest allowed ones quickly', () => {
+    const huge = s().request('search', 'a', { terms: Array.from({ length: MAX_LIST_LENGTH + 1 }, (_, i) => `t${i}`) });
+    expect(huge).toMatchObject({ allowed: false, reason: { code: 'rule' } });
+    expect(huge.allowed ? '' : huge.reason.message).toContain(`at most ${MAX_LIST_LENGTH}`);
+    let deep: unknown = 'x';
+    for (let i = 0; i < 40; i++) deep = { deep };
+    expect(s().request('search', 'b', { terms: [], deep })).toMatchObject({ allowed: false, reason: { code: 'rule' } });
+    // The worst case the bounds allow: two nested macros over the longest list.
+    const started = performance.now();
+    const largest = s().request('search', 'c', {
+      terms: Array.from({ length: MAX_LIST_LENGTH }, (_, i) => `t${i}`),
+    });
+    expect(largest).toMatchObject({ allowed: true });
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  it('reads no prototype keys, and a wrong type is refused, not thrown', () => {
+    const parsed = JSON.parse('{"__proto__": {"amount": 1}, "constructor": "x"}');
+    expect(s().request('pay', 'a', parsed)).toMatchObject({ reason: { message: 'Prototype' } });
+    expect(s().request('pay', 'b', {})).toMatchObject({ allowed: true });
+    expect(s().request('search', 'c', { terms: 'not a list' })).toMatchObject({
+      allowed: false,
+      reason: { code: 'rule' },
+    });
+  });
+});
+
+describe('rules on calls: validation', () => {
+  const issues = (rules: unknown[], steps: unknown[] = [{ name: 'S', isDefault: true }]) => {
+    const result = validateOrchestration({ rules, steps });
+    return result.success
+      ? []
+      : result.issues.filter((issue) => issue.severity === 'error').map((issue) => `${issue.path}: ${issue.message}`);
+  };
+
+  it('reports a bad expression, a missing or double effect and a bad period, with paths', () => {
+    expect(issues([{ tools: ['pay'], when: 'args.amount >', effect: 'deny', reason: 'r' }])).toEqual([
+      expect.stringMatching(/^rules\[0\]\.when: invalid CEL expression: Unexpected token/),
+    ]);
+    expect(issues([{ tools: ['pay'], when: 'state.activStep == "x"', effect: 'deny', reason: 'r' }])).toEqual([
+      expect.stringMatching(/^rules\[0\]\.when: invalid CEL expression: No such key: activStep/),
+    ]);
+    expect(issues([{ tools: ['pay'], when: 'args.amount + 1', effect: 'deny', reason: 'r' }])).toEqual([
+      expect.stringMatching(/rules\[0\]\.when: .*a rule needs a boolean/),
+    ]);
+    expect(issues([{ tools: ['pay'], reason: 'r' }])).toEqual([
+      expect.stringMatching(/^rules\[0\]: a rule needs an effect or a limit/),
+    ]);
+    expect(issues([{ tools: ['pay'], effect: 'deny', limit: { max: 1, per: 'turn' }, reason: 'r' }])).toHaveLength(1);
+    expect(issues([{ tools: ['pay'], limit: { max: 1, per: 'fortnight' }, reason: 'r' }])).toEqual([
+      expect.stringMatching(/^rules\[0\]\.limit\.per: "fortnight" is not a period/),
+    ]);
+    expect(issues([], [{ name: 'S', rules: [{ tools: ['pay'], effect: 'deny', reason: 'r', whne: 'x' }] }])).toEqual([
+      expect.stringMatching(/^steps\[0\]\.rules\[0\]\.whne: unknown key "whne"/),
+    ]);
+  });
+
+  it('refuses expressions that could run long: three nested macros, too many nodes', () => {
+    const nested = 'args.a.all(x, args.a.all(y, args.a.all(z, x == y && y == z)))';
+    expect(issues([{ tools: ['pay'], when: nested, effect: 'deny', reason: 'r' }])).toEqual([
+      expect.stringMatching(/nested 3 deep; at most 2/),
+    ]);
+    const wide = Array.from({ length: 120 }, (_, i) => `args.a==${i}`).join('||');
+    expect(wide.length).toBeLessThan(2_000);
+    expect(issues([{ tools: ['pay'], when: wide, effect: 'deny', reason: 'r' }])).toEqual([
+      expect.stringMatching(/invalid CEL expression: .*maxAstNodes/),
+    ]);
+  });
+
+  it("checks a condition against a tool's input schema: a typo or a wrong type is found before any call", () => {
+    const schema = {
+      type: 'object',
+      properties: { amount: { type: 'number' }, to: { type: 'string' }, urgent: { type: 'boolean' } },
+    };
+    expect(expressionProblemFor('args.amount > 100 && args.to.endsWith("@x.com")', schema)).toBeUndefined();
+    expect(expressionProblemFor('args.amout > 100', schema)).toMatch(/No such key: amout/);
+    expect(expressionProblemFor('args.to > 100', schema)).toBeDefined();
+    expect(expressionProblemFor('args.urgent.size() > 0', schema)).toBeDefined();
+  });
+});

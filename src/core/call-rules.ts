@@ -1,0 +1,292 @@
+/**
+ * Rules on calls in the layer that decides calls (SPEC section 9): which rule refuses a call in
+ * one outcome of the running calls, how limit rules count committed calls, and how an approval a
+ * person gave is bound to its call. `transition.ts` asks these for every outcome it judges, after
+ * the step's own rules and budgets, so shadow mode, `explain()` and the serial-order guarantee
+ * cover rules like every other decision.
+ *
+ * Order (SPEC section 9): a matching `deny` refuses; then a failing `allow` refuses; then a limit
+ * whose count is reached refuses (running calls count: they are judged completed in some
+ * outcome); then a matching `approve` asks for approval. A rule that cannot be evaluated refuses.
+ */
+
+import type { OrchestrationPlan } from './compile.js';
+import type { MessageInfo } from './conditions.js';
+import { activeStepOf } from './engine.js';
+import type { ToolDenial } from './events.js';
+import { type CompiledRule, celState, celValue, RuleEvaluationError, type RuleVariables } from './rules.js';
+import { APPROVALS_LIMIT, type OrchestrationState } from './state.js';
+
+/** What a request tells the rules about its call, besides the tool. */
+export interface CallFacts {
+  readonly toolCallId: string;
+  /** The call's input. */
+  readonly args: unknown;
+  /** A digest of the input (the shell computes it), for binding approvals. */
+  readonly argsDigest: string | undefined;
+  /** The call comes with a person's approval (an approved call resumed from the history). */
+  readonly approved: boolean;
+  /** What the caller passes with the turn (`context` in expressions). */
+  readonly context: Readonly<Record<string, unknown>> | undefined;
+}
+
+/** A request's facts as rules read them, converted once per request. */
+export class RuleInputs {
+  readonly #facts: CallFacts;
+  #args: unknown;
+  #context: unknown;
+  #error: string | undefined;
+  #converted = false;
+
+  constructor(facts: CallFacts) {
+    this.#facts = facts;
+  }
+
+  get facts(): CallFacts {
+    return this.#facts;
+  }
+
+  /** The variables of an expression in `state`; throws when the arguments are beyond the bounds. */
+  variables(tool: string, state: OrchestrationState): RuleVariables {
+    if (!this.#converted) {
+      this.#converted = true;
+      try {
+        this.#args = celValue(this.#facts.args ?? {});
+        this.#context = celValue(this.#facts.context ?? {});
+      } catch (error) {
+        this.#error = error instanceof Error ? error.message : String(error);
+      }
+    }
+    if (this.#error !== undefined) throw new RuleEvaluationError(this.#error);
+    return { tool, args: this.#args, state: celState(state), context: this.#context };
+  }
+}
+
+/** What the rules made of a call in one outcome. */
+export interface RuleVerdict {
+  /** Why it is refused there, if it is. */
+  readonly denial: ToolDenial | undefined;
+  /** Limit rules that count the call when it commits. */
+  readonly limits: readonly string[];
+  /** Rules with a condition that could not be judged without the call's input (`explain`). */
+  readonly conditional: readonly CompiledRule[];
+}
+
+const NO_VERDICT: RuleVerdict = Object.freeze({ denial: undefined, limits: [], conditional: [] });
+
+/**
+ * The rules' verdict on a call of `tool` in `state` (one outcome). `inputs` undefined: the input
+ * is unknown (`explain`), so rules with a condition are only listed, not judged.
+ */
+export function judgeRules(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  inputs: RuleInputs | undefined,
+  message: MessageInfo | undefined,
+  now: number,
+): RuleVerdict {
+  if (!plan.hasRules) return NO_VERDICT;
+  const rules = plan.rulesFor(activeStepOf(plan, state), tool);
+  if (rules.length === 0) return NO_VERDICT;
+  const conditional: CompiledRule[] = [];
+  const limits: string[] = [];
+  /** Whether `rule`'s condition holds: undefined when it cannot be known without the input. */
+  const holds = (rule: CompiledRule): boolean | undefined => {
+    if (rule.when === undefined) return true;
+    if (inputs === undefined) {
+      conditional.push(rule);
+      return undefined;
+    }
+    return rule.holds(inputs.variables(tool, state));
+  };
+  const verdict = (denial: ToolDenial | undefined): RuleVerdict => ({ denial, limits, conditional });
+  let current: CompiledRule | undefined;
+  try {
+    for (const rule of rules) {
+      current = rule;
+      if (rule.effect === 'deny' && holds(rule) === true) {
+        return verdict({ code: 'rule', rule: rule.id, effect: 'deny', message: rule.reason });
+      }
+    }
+    for (const rule of rules) {
+      current = rule;
+      if (rule.effect === 'allow' && holds(rule) === false) {
+        return verdict({ code: 'rule', rule: rule.id, effect: 'allow', message: rule.reason });
+      }
+    }
+    for (const rule of rules) {
+      current = rule;
+      const limit = rule.limit;
+      if (limit === undefined || holds(rule) !== true) continue;
+      const used = usedCount(rule, state, message, now);
+      if (used >= limit.max) {
+        return verdict({
+          code: 'limit',
+          rule: rule.id,
+          max: limit.max,
+          per: limit.per,
+          used,
+          message: `${rule.reason} (at most ${limit.max} per ${limit.per}; ${used} used)`,
+        });
+      }
+      limits.push(rule.id);
+    }
+    for (const rule of rules) {
+      current = rule;
+      if (rule.effect !== 'approve' || holds(rule) !== true) continue;
+      const problem = approvalProblem(state, tool, inputs);
+      if (problem === undefined) continue;
+      return verdict(
+        problem === 'none'
+          ? { code: 'approval-required', rule: rule.id, message: `${rule.reason}: a person must approve this call` }
+          : { code: 'approval-invalid', rule: rule.id, message: `${rule.reason}: ${problem}` },
+      );
+    }
+  } catch (error) {
+    // Fail closed: a rule that cannot be evaluated refuses the call, and says why.
+    const rule = current!;
+    const why = error instanceof Error ? error.message.split('\n')[0]!.trim() : String(error);
+    return verdict({
+      code: 'rule',
+      rule: rule.id,
+      effect: rule.effect ?? 'limit',
+      message: `rule ${rule.id} could not be evaluated (${why}), so the call is refused`,
+    });
+  }
+  return verdict(undefined);
+}
+
+/** Why the call's approval does not count: `none` when it has none, else what is wrong; undefined when valid. */
+function approvalProblem(state: OrchestrationState, tool: string, inputs: RuleInputs | undefined): string | undefined {
+  if (inputs === undefined || !inputs.facts.approved) return 'none';
+  const { toolCallId, argsDigest } = inputs.facts;
+  const asked = state.approvals?.find((approval) => approval.id === toolCallId);
+  if (asked === undefined) return `no approval was asked for call "${toolCallId}"`;
+  if (asked.tool !== tool) return `the approval was asked for "${asked.tool}", not "${tool}"`;
+  if (argsDigest === undefined || asked.digest !== argsDigest) {
+    return 'the approval was given for other arguments';
+  }
+  if (asked.at !== fingerprint(state)) {
+    return 'the session moved on since the approval was asked; the call must be approved again';
+  }
+  return undefined;
+}
+
+/** Calls `rule` has counted in `state` for the period in effect now. */
+export function usedCount(
+  rule: CompiledRule,
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+  now: number,
+): number {
+  const count = state.counts?.[rule.id];
+  const period = rule.limit?.period;
+  if (count === undefined || period === undefined) return 0;
+  switch (period.kind) {
+    case 'turn':
+      return count.key === (message?.key ?? state.lastMessageKey) ? count.n : 0;
+    case 'window': {
+      let n = 0;
+      for (const at of count.at ?? []) if (at > now - period.ms) n++;
+      return n;
+    }
+    default:
+      return count.n;
+  }
+}
+
+/**
+ * `state` with a committing call counted by the limit rules `ids` (those of a step count only
+ * while their step is active, as the call commits).
+ */
+export function countCall(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  ids: readonly string[],
+  message: MessageInfo | undefined,
+  now: number,
+): OrchestrationState {
+  let counts: Record<string, { n: number; key?: string; at?: number[] }> | undefined;
+  for (const id of ids) {
+    const rule = plan.rule(id);
+    const limit = rule?.limit;
+    if (rule === undefined || limit === undefined) continue;
+    if (rule.step !== undefined && rule.step !== state.activeStep) continue;
+    counts ??= { ...state.counts };
+    const previous = counts[id];
+    const period = limit.period;
+    if (period.kind === 'turn') {
+      const key = message?.key ?? state.lastMessageKey ?? '';
+      counts[id] = { n: previous?.key === key ? previous.n + 1 : 1, key };
+    } else if (period.kind === 'window') {
+      const recent = (previous?.at ?? []).filter((at) => at > now - period.ms);
+      recent.push(now);
+      const at = recent.slice(-Math.max(1, limit.max));
+      counts[id] = { n: at.length, at };
+    } else {
+      counts[id] = { n: (previous?.n ?? 0) + 1 };
+    }
+  }
+  return counts === undefined ? state : { ...state, counts };
+}
+
+/** `after` without the counts of per-step limits when its active step is not `before`'s. */
+export function resetStepCounts(
+  plan: OrchestrationPlan,
+  before: OrchestrationState,
+  after: OrchestrationState,
+): OrchestrationState {
+  if (after.counts === undefined || before.activeStep === after.activeStep) return after;
+  let counts: Record<string, { n: number; key?: string; at?: number[] }> | undefined;
+  for (const id of Object.keys(after.counts)) {
+    if (plan.rule(id)?.limit?.period.kind !== 'step') continue;
+    counts ??= { ...after.counts };
+    delete counts[id];
+  }
+  if (counts === undefined) return after;
+  return { ...after, counts: Object.keys(counts).length === 0 ? undefined : counts };
+}
+
+/** `state` with an approval asked for `toolCallId`, bound to its input and to the session (`at`, its {@link fingerprint}). */
+export function askApproval(
+  state: OrchestrationState,
+  approval: { toolCallId: string; tool: string; argsDigest: string; rule: string },
+  at: string,
+): OrchestrationState {
+  const kept = (state.approvals ?? []).filter((asked) => asked.id !== approval.toolCallId);
+  kept.push({
+    id: approval.toolCallId,
+    tool: approval.tool,
+    digest: approval.argsDigest,
+    rule: approval.rule,
+    at,
+  });
+  return { ...state, approvals: kept.slice(-APPROVALS_LIMIT) };
+}
+
+/** `state` without the approval of `toolCallId` (it was used). */
+export function spendApproval(state: OrchestrationState, toolCallId: string): OrchestrationState {
+  const approvals = state.approvals;
+  if (approvals === undefined || !approvals.some((asked) => asked.id === toolCallId)) return state;
+  const kept = approvals.filter((asked) => asked.id !== toolCallId);
+  return { ...state, approvals: kept.length === 0 ? undefined : kept };
+}
+
+/**
+ * The session as decisions see it, in a few characters: active step, sequence position and
+ * history (of one outcome of the running calls, as rules judge it). An approval records it when asked, and counts only while it is unchanged:
+ * token usage or an event log entry do not move the session on; a tool use or a step change do.
+ */
+export function fingerprint(state: OrchestrationState): string {
+  const text = `${state.activeStep ?? ''}\u0000${state.sequenceIndex}\u0000${state.recentlyUsedTools.join('\u0001')}`;
+  // Two FNV-1a hashes with different offsets: 64 bits, enough to tell states of one session apart.
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  return `${(a >>> 0).toString(36)}.${(b >>> 0).toString(36)}`;
+}

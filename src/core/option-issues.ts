@@ -1,0 +1,91 @@
+/**
+ * The options of Baton's factories (`createApp`, `createAgent`, `orchestrate`,
+ * `OrchestratedAgent`), checked when they are created: every problem at once, each with its
+ * path, as template problems are (the same {@link TemplateIssue}s, thrown as one
+ * {@link TemplateConfigError}). A misconfiguration then fails where the app starts, not as a 500
+ * on its first request.
+ *
+ * The shapes are zod schemas: zod reports every issue with its path, and an unknown option (a
+ * typo, say `webroot`) gets a "did you mean" hint from the keys the schema knows.
+ */
+import { z } from 'zod/v4';
+import {
+  TemplateIssueCode as Code,
+  didYouMean,
+  formatPath,
+  TemplateConfigError,
+  type TemplateIssue,
+} from './template-issues.js';
+
+/** Issues of `value` against `schema`, each at `base` plus its own path. */
+export function optionIssues(schema: z.ZodType, value: unknown, base: readonly PropertyKey[] = []): TemplateIssue[] {
+  const result = schema.safeParse(value);
+  if (result.success) return [];
+  const issues: TemplateIssue[] = [];
+  for (const issue of result.error.issues) {
+    const path = [...base, ...issue.path];
+    if (issue.code === 'unrecognized_keys') {
+      const known = keysAt(schema, issue.path);
+      for (const key of issue.keys) {
+        const hint = didYouMean(key, known);
+        issues.push({
+          code: Code.UnknownKey,
+          severity: 'error',
+          path: formatPath([...path, key]),
+          message: `unknown option "${key}"`,
+          ...(hint ? { hint } : {}),
+        });
+      }
+      continue;
+    }
+    issues.push({
+      code: issue.code === 'invalid_type' ? Code.InvalidType : Code.InvalidValue,
+      severity: 'error',
+      path: formatPath(path),
+      message: issue.message,
+    });
+  }
+  return issues;
+}
+
+/** The issues with `prefix` put before each path (`agents[1]` + `orchestration.rulez`). */
+export function prefixIssues(issues: readonly TemplateIssue[], prefix: string): TemplateIssue[] {
+  return issues.map((issue) => ({
+    ...issue,
+    path:
+      issue.path === '' ? prefix : issue.path.startsWith('[') ? `${prefix}${issue.path}` : `${prefix}.${issue.path}`,
+  }));
+}
+
+/** Throws one {@link TemplateConfigError} listing every issue when any is an error. */
+export function throwOnErrors(issues: readonly TemplateIssue[], subject: string): void {
+  if (issues.some((issue) => issue.severity === 'error')) {
+    // Errors first, as template validation orders them.
+    const sorted = [...issues.filter((i) => i.severity === 'error'), ...issues.filter((i) => i.severity !== 'error')];
+    throw new TemplateConfigError(sorted, undefined, subject);
+  }
+}
+
+/** A function, for schemas of callback options. */
+export const functionSchema = z.custom<(...args: never[]) => unknown>(
+  (value) => typeof value === 'function',
+  'expected a function',
+);
+
+/** The keys an object schema knows at `path` (for "did you mean" hints). */
+function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  let current: z.ZodType | undefined = schema;
+  for (const key of path) {
+    const object = unwrap(current);
+    current = object instanceof z.ZodObject ? (object.shape as Record<PropertyKey, z.ZodType>)[key] : undefined;
+  }
+  const object = unwrap(current);
+  return object instanceof z.ZodObject ? Object.keys(object.shape) : [];
+}
+
+function unwrap(schema: z.ZodType | undefined): z.ZodType | undefined {
+  let current = schema;
+  while (current instanceof z.ZodOptional || current instanceof z.ZodNullable || current instanceof z.ZodDefault)
+    current = current.unwrap() as z.ZodType;
+  return current;
+}
