@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
+import { agentdockSample } from '../../test/helpers/agentdock.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { AgentTemplate, OrchestrationConfig } from '../core/schema.js';
@@ -10,10 +11,9 @@ import { createFakeClock } from '../testing/fake-clock.js';
 import { createOrchestrationManager } from './orchestration-manager.js';
 import { createOrchestrationStateManager } from './state-manager.js';
 import { createStepSequencer } from './step-sequencer.js';
+import { Turn } from './turn.js';
 
-const reasoner: AgentTemplate = parseTemplate(
-  readFileSync(new URL('../../../shared/fixtures/agentdock/cognitive-reasoner.json', import.meta.url), 'utf8'),
-);
+const reasoner: AgentTemplate = parseTemplate(readFileSync(agentdockSample('cognitive-reasoner'), 'utf8'));
 const config = reasoner.orchestration!;
 const tools = reasoner.tools;
 const user = (content: unknown) => [{ role: 'user', content }];
@@ -311,5 +311,69 @@ describe('StepSequencer and OrchestrationStateManager (seed API)', () => {
     await states.cleanupSession('z');
     expect(await states.toAIOrchestrationState('z')).toBeNull();
     expect(() => createOrchestrationStateManager({ historyLimit: 0 })).toThrow(/historyLimit/);
+  });
+});
+
+describe('every entry point feeds the same inputs', () => {
+  const research: OrchestrationConfig = {
+    steps: [
+      {
+        name: 'Research',
+        isDefault: true,
+        sequence: ['search', 'summarize'],
+        budget: { totalTokens: 100 },
+      },
+    ],
+  };
+  const agentTools = ['search', 'summarize'];
+
+  it('requestTool on a new session handles the message first: an out-of-sequence call is refused', async () => {
+    const manager = createOrchestrationManager();
+    const messages = user('research cats');
+    const decision = await manager.requestTool(research, messages, 'fresh', {
+      tool: 'summarize',
+      toolCallId: 'c1',
+      agentTools,
+    });
+    expect(decision).toMatchObject({ allowed: false, reason: { code: 'sequence', expected: ['search'] } });
+    expect(
+      await manager.requestTool(research, messages, 'fresh', { tool: 'search', toolCallId: 'c2', agentTools }),
+    ).toMatchObject({ allowed: true });
+  });
+
+  it('addTokenUsage(sessionId, usage) counts against the active step: its budget is spent at once', async () => {
+    const manager = createOrchestrationManager();
+    const messages = user('research cats');
+    expect(await manager.getAllowedTools(research, messages, 's', agentTools)).toEqual(['search']);
+    await manager.addTokenUsage('s', { inputTokens: 100, outputTokens: 50 });
+    expect((await manager.getStateManager().getState('s'))?.stepTokens).toEqual({ Research: 150 });
+    expect(await manager.getAllowedTools(research, messages, 's', agentTools)).toEqual([]);
+    const denied = await manager.requestTool(research, messages, 's', { tool: 'search', toolCallId: 'c', agentTools });
+    expect(denied).toMatchObject({ allowed: false, reason: { code: 'budget', scope: 'step', used: 150 } });
+    const view = await manager.explain(research, messages, 's', agentTools);
+    expect(view).toMatchObject({ allowedTools: [], budget: { scope: 'step', used: 150, limit: 100 } });
+  });
+
+  it('explain() answers as a decision does while another turn runs a call', async () => {
+    const manager = createOrchestrationManager();
+    const messages = user('research cats');
+    const config: OrchestrationConfig = { steps: [{ name: 'R', isDefault: true, sequence: ['search', 'summarize'] }] };
+    await manager.requestTool(config, messages, 'r', { tool: 'search', toolCallId: 'running', agentTools });
+    const view = await manager.explain(config, messages, 'r', agentTools);
+    const decision = await manager.requestTool(config, messages, 'r', { tool: 'search', toolCallId: 'x', agentTools });
+    expect(decision).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(view.tools.find((t) => t.tool === 'search')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(view.allowedTools).toEqual([]);
+    expect(view.running).toEqual(['search']);
+  });
+
+  it('a turn of another agent is refused with a SessionRefusedError, and nothing is written', async () => {
+    const manager = createOrchestrationManager();
+    const turn = new Turn({ manager, config: research, sessionId: 'owned', agentTools, agentId: 'a' });
+    await turn.begin();
+    const before = await manager.getStateManager().getState('owned');
+    const other = new Turn({ manager, config: research, sessionId: 'owned', agentTools, agentId: 'b' });
+    await expect(other.stepStarted()).rejects.toMatchObject({ code: 'session-of-another-agent' });
+    expect(await manager.getStateManager().getState('owned')).toEqual(before);
   });
 });

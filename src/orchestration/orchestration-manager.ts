@@ -9,15 +9,8 @@ import {
   type OrchestrationSource,
 } from '../core/compile.js';
 import type { ConditionRegistry, MessageInfo } from '../core/conditions.js';
-import {
-  activeStepOf,
-  type Explanation,
-  explainTools,
-  handleMessage,
-  type StepView,
-  type TokenUsageInput,
-} from '../core/engine.js';
-import { InvalidArgumentError } from '../core/errors.js';
+import { activeStepOf, type StepView, type TokenUsageInput } from '../core/engine.js';
+import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import type { OrchestrationStep } from '../core/schema.js';
@@ -30,6 +23,10 @@ import {
   type TokenUsage,
 } from '../core/state.js';
 import {
+  type Explanation,
+  explain,
+  isRefusedMessage,
+  type RecordDecision,
   type StepDecision,
   type ToolDecision,
   type TransitionContext,
@@ -142,10 +139,11 @@ export class OrchestrationManager {
     message: MessageInfo | undefined,
     sessionId: string,
     inputs: readonly TransitionInput[],
+    ruleContext?: Readonly<Record<string, unknown>>,
   ): Promise<AppliedInputs> {
     try {
       const plan = isPlan(config) ? config : this.plan(config);
-      const run = new PendingApply(plan, inputs, this.transitionContext(message), this.eventLog);
+      const run = new PendingApply(plan, inputs, this.transitionContext(message, ruleContext), this.eventLog);
       // The memory store updates synchronously: no promise round trips on the hot path.
       const sync = this.#states.modifySync(sessionId, run.update);
       if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
@@ -160,6 +158,21 @@ export class OrchestrationManager {
     return { state, events: run.events, decisions: run.decisions, changed: run.changed };
   }
 
+  /**
+   * {@link apply} for inputs that begin with the turn's `user-message`: throws a
+   * {@link SessionRefusedError} when the session does not take the message (nothing was written).
+   */
+  async #applyTurn(
+    config: OrchestrationSource | OrchestrationPlan,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+    inputs: readonly TransitionInput[],
+  ): Promise<AppliedInputs> {
+    const applied = await this.apply(config, messageOf(messages), sessionId, inputs);
+    throwIfRefused(applied.decisions[0], sessionId);
+    return applied;
+  }
+
   /** The active step after handling the latest user message of `messages` (SPEC section 3). */
   async getActiveStep(
     config: OrchestrationSource,
@@ -167,7 +180,7 @@ export class OrchestrationManager {
     sessionId: string,
   ): Promise<OrchestrationStep | undefined> {
     const plan = this.plan(config);
-    const { state } = await this.apply(plan, messageOf(messages), sessionId, USER_MESSAGE);
+    const { state } = await this.#applyTurn(plan, messages, sessionId, USER_MESSAGE);
     return activeStepOf(plan, state)?.source;
   }
 
@@ -179,7 +192,7 @@ export class OrchestrationManager {
     allToolIds: readonly string[],
   ): Promise<string[]> {
     assertToolList(allToolIds);
-    const { decisions } = await this.apply(config, messageOf(messages), sessionId, [
+    const { decisions } = await this.#applyTurn(config, messages, sessionId, [
       USER_MESSAGE[0]!,
       { type: 'step-started', agentTools: allToolIds },
     ]);
@@ -210,17 +223,27 @@ export class OrchestrationManager {
     options: { toolCallId?: string } = {},
   ): Promise<{ state: OrchestrationState; events: readonly OrchestrationEvent[] }> {
     assertToolName(toolName);
-    const { state, events } = await this.apply(config, messageOf(messages), sessionId, [
+    const { state, events, decisions } = await this.#applyTurn(config, messages, sessionId, [
       USER_MESSAGE[0]!,
       { type: 'tool-used', tool: toolName, toolCallId: options.toolCallId },
     ]);
+    const recorded = decisions[1] as RecordDecision;
+    if (!recorded.recorded && recorded.reason.code === 'session-busy') {
+      throw new SessionRefusedError(
+        'session-busy',
+        sessionId,
+        `"${toolName}" was not recorded: ${recorded.reason.message}`,
+      );
+    }
     return { state, events };
   }
 
   /**
    * Decides whether a call may run now (SPEC section 7) and, when it may, reserves it in the
-   * same atomic update, so concurrent turns see it. Follow it with {@link completeTool} or
-   * {@link failTool}. A denial emits `tool-rejected` and says why and what is allowed.
+   * same atomic update, so concurrent turns see it. The latest user message of `messages` is
+   * handled first, as by every other entry point. Follow it with {@link completeTool} or
+   * {@link failTool}, and renew the reservation ({@link renewLease}) while a call runs longer
+   * than the lease. A denial emits `tool-rejected` and says why and what is allowed.
    */
   async requestTool(
     config: OrchestrationSource,
@@ -231,10 +254,28 @@ export class OrchestrationManager {
     assertToolName(call.tool);
     assertToolList(call.agentTools);
     assertToolCallId(call.toolCallId);
-    const { decisions } = await this.apply(config, messageOf(messages), sessionId, [
+    const { decisions } = await this.#applyTurn(config, messages, sessionId, [
+      USER_MESSAGE[0]!,
       { type: 'tool-requested', ...call },
     ]);
-    return decisions[0] as ToolDecision;
+    return decisions[1] as ToolDecision;
+  }
+
+  /**
+   * Renews the reservations of calls that still run, so that their leases start again from now
+   * (one atomic update for all of them). Resolves to the ids of those that no longer hold one:
+   * their lease ended (the process stalled longer than the lease) or the session was reset, and
+   * their completion will not be recorded. A `Turn` renews its calls by itself.
+   */
+  async renewLease(
+    config: OrchestrationSource | OrchestrationPlan,
+    sessionId: string,
+    toolCallIds: readonly string[],
+  ): Promise<string[]> {
+    for (const id of toolCallIds) assertToolCallId(id);
+    const inputs = toolCallIds.map((toolCallId): TransitionInput => ({ type: 'lease-renewed', toolCallId }));
+    const { decisions } = await this.apply(config, undefined, sessionId, inputs);
+    return toolCallIds.filter((_, i) => decisions[i]?.type === 'lease' && !decisions[i].held);
   }
 
   /** Commits a reserved call that completed (history, sequence, step selection). */
@@ -267,7 +308,7 @@ export class OrchestrationManager {
   ): Promise<StepView & { state: OrchestrationState; running: readonly string[] }> {
     const plan = this.plan(config);
     assertToolList(allToolIds);
-    const { state, decisions } = await this.apply(plan, messageOf(messages), sessionId, [
+    const { state, decisions } = await this.#applyTurn(plan, messages, sessionId, [
       USER_MESSAGE[0]!,
       { type: 'step-started', agentTools: allToolIds },
     ]);
@@ -286,7 +327,11 @@ export class OrchestrationManager {
     this.#dispatch([event]);
   }
 
-  /** For every tool: allowed now, or why not. Reads the state without changing it. */
+  /**
+   * For every tool: whether a call of it would be allowed now, or why not, with what a model step
+   * would be offered. Reads the state without changing it, and answers as the decisions would
+   * (the latest user message of `messages` handled, calls running in other turns counted).
+   */
   async explain(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
@@ -297,8 +342,23 @@ export class OrchestrationManager {
     assertToolList(allToolIds);
     const stored = await this.#states.getState(sessionId);
     const base = stored ?? createState(sessionId, this.#states.clock(), this.#states.ttl);
-    const observed = handleMessage(plan, base, messageOf(messages)).state;
-    return explainTools(plan, observed, allToolIds);
+    return this.explainState(plan, base, allToolIds, messageOf(messages));
+  }
+
+  /**
+   * {@link explain} on a state already read (a server's session routes, an event log entry):
+   * what a turn bringing `message` (none: the session as it rests) would be told.
+   */
+  explainState(
+    config: OrchestrationSource | OrchestrationPlan,
+    state: OrchestrationState,
+    agentTools: readonly string[],
+    message?: MessageInfo,
+  ): Explanation {
+    const plan = isPlan(config) ? config : this.plan(config);
+    const context = this.transitionContext(message);
+    const observed = transition(plan, state, USER_MESSAGE[0]!, context).state;
+    return explain(plan, observed, agentTools, context);
   }
 
   /** The AI-facing state of the session, or null when it does not exist. */
@@ -316,9 +376,21 @@ export class OrchestrationManager {
     return this.#states.addTokenUsage(sessionId, usage);
   }
 
-  /** What a transition of this manager's sessions needs besides the state: clock, message, limits. */
-  transitionContext(message: MessageInfo | undefined): TransitionContext {
-    return { now: this.#states.clock(), message, historyLimit: this.#states.historyLimit, leaseMs: this.leaseMs };
+  /**
+   * What a transition of this manager's sessions needs besides the state: clock, message, limits,
+   * and what the caller passes for rules on calls (`context` in their conditions).
+   */
+  transitionContext(
+    message: MessageInfo | undefined,
+    ruleContext?: Readonly<Record<string, unknown>>,
+  ): TransitionContext {
+    const context = {
+      now: this.#states.clock(),
+      message,
+      historyLimit: this.#states.historyLimit,
+      leaseMs: this.leaseMs,
+    };
+    return ruleContext === undefined ? context : { ...context, ruleContext };
   }
 
   /** Clears the session's progress (active step, history, sequence), keeping token usage. */
@@ -410,6 +482,8 @@ class PendingApply {
       const result = transition(this.plan, state, input, this.context);
       state = result.state;
       decisions.push(result.decision);
+      // A message the session refused ends the batch, as in transitionAll.
+      if (isRefusedMessage(result.decision)) break;
       if (input.type === 'observed') items.push({ event: withoutSession(input.event), state });
       if (input.type === 'turn-ended') {
         const approval = input.awaitingApproval === true ? { awaitingApproval: true as const } : {};
@@ -472,6 +546,17 @@ function committedCalls(before: OrchestrationState, after: OrchestrationState): 
   return committed;
 }
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
+
+/** Throws the refusal of a turn's user message as a {@link SessionRefusedError}. */
+export function throwIfRefused(decision: TransitionDecision | undefined, sessionId: string): void {
+  if (!isRefusedMessage(decision)) return;
+  const { code, message } = decision.reason;
+  const text =
+    code === 'session-busy'
+      ? `Session "${sessionId}" is busy: ${message}.`
+      : `${message.charAt(0).toUpperCase()}${message.slice(1)}.`;
+  throw new SessionRefusedError(code, sessionId, text);
+}
 
 function isPlan(config: OrchestrationSource | OrchestrationPlan): config is OrchestrationPlan {
   return typeof (config as OrchestrationPlan).step === 'function' && 'conditionalSteps' in config;

@@ -95,7 +95,7 @@ export class OrchestrationStateManager {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
     const now = this.clock();
-    const stored = await store.update(sessionId, (current) => this.#step(sessionId, current, now, fn));
+    const stored = await this.#tracked(store.update(sessionId, (current) => this.#step(sessionId, current, now, fn)));
     // update() resolves to undefined only when fn returned undefined, which it never does.
     return stored!;
   }
@@ -124,11 +124,40 @@ export class OrchestrationStateManager {
     return next.lastAccessed === now ? next : keepLogEntries(next, { ...next, lastAccessed: now });
   }
 
+  /**
+   * The session's state as the store last saw it, without I/O (`SessionStore.peek`), or undefined
+   * when it cannot say: it may be stale, so it is only a starting point for what a turn offers.
+   */
+  peek(sessionId: string): OrchestrationState | undefined {
+    return this.#store?.peek?.(sessionId);
+  }
+
+  /**
+   * True when the store's latest operation from this manager succeeded. A turn begins without
+   * a round trip only then: a store that is down is found before a model is called.
+   */
+  get answering(): boolean {
+    return this.#answering;
+  }
+
+  #answering = false;
+
+  async #tracked<T>(operation: Promise<T>): Promise<T> {
+    try {
+      const result = await operation;
+      this.#answering = true;
+      return result;
+    } catch (error) {
+      this.#answering = false;
+      throw error;
+    }
+  }
+
   /** The session's full state, or null when it does not exist. */
   async getState(sessionId: string): Promise<OrchestrationState | null> {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
-    return (await store.get(sessionId)) ?? null;
+    return (await this.#tracked(store.get(sessionId))) ?? null;
   }
 
   /** The session's state, created empty if it does not exist. */
@@ -197,8 +226,10 @@ export class OrchestrationStateManager {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
     const now = this.clock();
-    const stored = await store.update(sessionId, (current) =>
-      current === undefined ? undefined : this.#step(sessionId, current, now, fn),
+    const stored = await this.#tracked(
+      store.update(sessionId, (current) =>
+        current === undefined ? undefined : this.#step(sessionId, current, now, fn),
+      ),
     );
     return stored ?? null;
   }

@@ -12,16 +12,22 @@
  *   offered may be stale by another turn's writes, but what runs is decided by the store
  *   (templates with token budgets write at every step instead, so spending is seen at once).
  *
- * A buffered completion is written at the latest when the turn ends. If the process dies
- * first, the reservation's lease ends and the call is released: the record of a call that ran
- * can be lost that way, but a call that was not allowed can never run.
+ * A buffered completion is written at the latest when the turn ends. While a reserved call runs,
+ * and until its completion is written, the turn renews its lease (every quarter of the lease), so a
+ * slow tool or a slow model step never loses its place; only a process that died stops renewing,
+ * and then the lease ends and the call is released: the record of a call that ran can be lost
+ * that way, but a call that was not allowed can never run. A call whose reservation ended before
+ * its completion was written is reported (`onError`, a {@link LeaseLostError}), never dropped
+ * silently.
  */
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import { LeaseLostError } from '../core/errors.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
-import type { OrchestrationState } from '../core/state.js';
+import { createState, type OrchestrationState } from '../core/state.js';
 import {
+  DEFAULT_LEASE_MS,
   type StepDecision,
   type ToolDecision,
   type TransitionInput,
@@ -29,7 +35,7 @@ import {
   transitionAll,
 } from '../core/transition.js';
 import type { OrchestrationManager } from './orchestration-manager.js';
-import { messageOf } from './orchestration-manager.js';
+import { messageOf, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -41,6 +47,40 @@ export interface TurnOptions {
   agentTools: readonly string[];
   /** The conversation; its latest user message drives message conditions. */
   messages?: readonly ChatMessage[] | undefined;
+  /**
+   * The agent the turn runs for: a new session becomes its own, and a session of another agent
+   * refuses the turn (a `SessionRefusedError`, code `session-of-another-agent`).
+   */
+  agentId?: string | undefined;
+  /**
+   * The session as the caller already stored it with this turn's user message (see
+   * {@link Turn.begin}): the first model step is decided on it, without a store round trip.
+   */
+  state?: OrchestrationState | undefined;
+  /** Receives what the turn cannot throw: a call that lost its reservation (default `console.error`). */
+  onError?: ((error: unknown) => void) | undefined;
+  /** What the caller passes for rules on calls: `context` in their conditions. */
+  context?: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * The caller knows the session is new (it made up its id just now): the turn starts from an
+   * empty state without reading the store.
+   */
+  fresh?: boolean | undefined;
+  /**
+   * Identifies the turn across replays of a durable-execution engine (e.g. a DBOS workflow id):
+   * its decisions are recorded, and a replay of it gets them back (see `orchestrate({ turnId })`).
+   */
+  turnId?: string | undefined;
+}
+
+/** What a request says about its call besides the tool, for rules on calls. */
+export interface CallInput {
+  /** The call's input (`args` in rule conditions). */
+  readonly args?: unknown;
+  /** A digest of the input, which approvals are bound to. */
+  readonly argsDigest?: string | undefined;
+  /** The call comes with a person's approval (an approved call resumed from the history). */
+  readonly approved?: boolean | undefined;
 }
 
 /** A model step's orchestration, and the state it was decided on. */
@@ -55,10 +95,23 @@ export class Turn {
   readonly #plan: OrchestrationPlan;
   readonly #sessionId: string;
   readonly #agentTools: readonly string[];
+  readonly #agentId: string | undefined;
+  readonly #onError: (error: unknown) => void;
+  readonly #ruleContext: Readonly<Record<string, unknown>> | undefined;
+  readonly #turnId: string | undefined;
+  readonly #fresh: boolean;
+  /** Call ids this turn requested: a model that repeats one within the turn is refused here. */
+  readonly #requested = new Set<string>();
+  /** Replayed calls that were already recorded: their completion is not written again. */
+  readonly #replayedSettled = new Set<string>();
   #messages: readonly ChatMessage[] | undefined;
   #buffer: TransitionInput[] = [];
   #stored: OrchestrationState | undefined;
   #begun = false;
+  /** Calls this turn reserved whose completion or failure is not written yet: their leases are renewed. */
+  readonly #held = new Set<string>();
+  #renewal: ReturnType<typeof setInterval> | undefined;
+  #renewing: Promise<void> | undefined;
 
   constructor(options: TurnOptions) {
     this.#manager = options.manager;
@@ -66,7 +119,19 @@ export class Turn {
     this.#sessionId = options.sessionId;
     this.#agentTools = options.agentTools;
     this.#messages = options.messages;
+    this.#agentId = options.agentId;
+    this.#onError = options.onError ?? ((error) => console.error('[baton]', error));
+    this.#ruleContext = options.context;
+    this.#turnId = options.turnId;
     messageOf(options.messages); // fail now on a bad messages argument, not mid-turn
+    this.#fresh = options.fresh === true;
+    if (options.state !== undefined) {
+      this.#stored = options.state;
+      this.#begun = true;
+      // The caller may have handled the message without writing it (see begin()): it rides on
+      // this turn's first write, where it changes nothing if it was written already.
+      this.#buffer.push(this.#userMessage());
+    }
   }
 
   /** The conversation, when it is only known once the model loop starts. Ignored once set. */
@@ -86,36 +151,77 @@ export class Turn {
   }
 
   /**
-   * Begins the turn before its first model step (an approved call resumed from the history
-   * runs first): writes the user message, decides no step. Resolves to the stored state.
+   * Begins the turn before its first model step: writes the user message (and claims a new
+   * session for the turn's agent), decides no step. Resolves to the stored state. Throws a
+   * `SessionRefusedError` when the session does not take the turn (another agent's, or too much
+   * waits behind its running calls), before anything ran.
    */
   async begin(): Promise<OrchestrationState> {
     if (this.#begun && this.#stored !== undefined) return this.state ?? this.#stored;
     this.#begun = true;
-    return (await this.#write([{ type: 'user-message' }])).state;
+    const local = this.#beginLocally();
+    if (local !== undefined) return local;
+    const { state, decisions } = await this.#write([this.#userMessage()]);
+    throwIfRefused(decisions[0], this.#sessionId);
+    return state;
   }
 
-  /** Where the session stands for the next model step, and what to offer. */
-  async stepStarted(): Promise<TurnStep> {
-    const started: TransitionInput = { type: 'step-started', agentTools: this.#agentTools };
+  /**
+   * Begins without a store round trip when the session's state is known without one (a new
+   * session, or the copy the store kept from its last read or write): the message is handled
+   * on it (a refusal thrown at once), and written with the turn's first write, where the store
+   * decides again. Undefined when the state is not known so.
+   */
+  #beginLocally(): OrchestrationState | undefined {
+    const states = this.#manager.getStateManager();
+    // Only while the store answers: one that is down is found here, before a model is called.
+    if (!states.answering) return undefined;
+    const known = this.#fresh ? createState(this.#sessionId, states.clock(), states.ttl) : states.peek(this.#sessionId);
+    if (known === undefined) return undefined;
+    const message = this.#userMessage();
+    const result = transition(this.#plan, known, message, this.#context());
+    throwIfRefused(result.decision, this.#sessionId);
+    this.#stored = known;
+    this.#buffer.push(message);
+    return result.state;
+  }
+
+  /**
+   * Where the session stands for the next model step (`stepNumber`, counted from 0 in the turn),
+   * and what to offer.
+   */
+  async stepStarted(stepNumber?: number): Promise<TurnStep> {
+    const started: TransitionInput = {
+      type: 'step-started',
+      agentTools: this.#agentTools,
+      ...(this.#turnId !== undefined ? { turnId: this.#turnId, stepNumber } : {}),
+    };
+    if ((!this.#begun || this.#stored === undefined) && !this.#plan.hasBudgets) {
+      this.#begun = true;
+      // Decided locally when the state is known without a round trip; the message rides on the
+      // turn's first write.
+      if (this.#beginLocally() !== undefined) return this.stepStarted(stepNumber);
+    }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
-      const { state, decisions } = await this.#write([{ type: 'user-message' }, started]);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state });
+      const buffered = this.#buffer.length;
+      const { state, decisions } = await this.#write([this.#userMessage(), started]);
+      throwIfRefused(decisions[buffered], this.#sessionId);
+      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
     }
     if (this.#plan.hasBudgets) {
       // With token budgets every step is decided on the store's state, usage written first, so
       // concurrent turns see each other's spending: together they overspend by at most the one
       // model step each of them has in flight. One more round trip per step, only for budgets.
       const { state, decisions } = await this.#write([started]);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state });
+      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
     }
     const context = this.#context();
     const local =
       this.#buffer.length === 0 ? this.#stored : transitionAll(this.#plan, this.#stored, this.#buffer, context).state;
     const result = transition(this.#plan, local, started, context);
     for (const event of result.events) this.observe(event);
-    return this.#offered({ decision: result.decision as StepDecision, state: result.state });
+    return this.#offered({ decision: result.decision as StepDecision, state: result.state }, stepNumber);
   }
 
   /**
@@ -129,8 +235,12 @@ export class Turn {
   }
 
   /** Reports a step decision as a `tools-offered` event, for telemetry and timelines. */
-  #offered(step: TurnStep): TurnStep {
+  #offered(step: TurnStep, stepNumber?: number): TurnStep {
     const { activeStep, allowedTools, toolChoice, sequence, shadow, wouldOffer } = step.decision;
+    if (this.#turnId !== undefined && stepNumber !== undefined) {
+      // Recorded for replays (a step already recorded keeps its first record).
+      this.#buffer.push({ type: 'step-recorded', turnId: this.#turnId, stepNumber, tools: allowedTools, toolChoice });
+    }
     this.observe({
       type: 'tools-offered',
       sessionId: this.#sessionId,
@@ -149,19 +259,61 @@ export class Turn {
    * Decides a call and, when it may run, reserves it: one atomic update, carrying whatever
    * the buffer holds. Follow an allowed call with {@link completed} or {@link failed}.
    */
-  async request(tool: string, toolCallId: string, offered?: readonly string[]): Promise<ToolDecision> {
-    const input: TransitionInput = { type: 'tool-requested', tool, toolCallId, agentTools: this.#agentTools, offered };
+  async request(
+    tool: string,
+    toolCallId: string,
+    offered?: readonly string[],
+    call: CallInput = {},
+  ): Promise<ToolDecision> {
+    if (this.#turnId !== undefined && this.#requested.has(toolCallId)) {
+      // Within one run of a turn a call id runs once, whatever its replay record says.
+      return {
+        type: 'tool',
+        tool,
+        toolCallId,
+        allowed: false,
+        reason: {
+          code: 'duplicate-call',
+          toolCallId,
+          message: `tool call id "${toolCallId}" was already used in this session; a call id runs at most once`,
+        },
+        allowedTools: [],
+      };
+    }
+    this.#requested.add(toolCallId);
+    const input: TransitionInput = {
+      type: 'tool-requested',
+      tool,
+      toolCallId,
+      agentTools: this.#agentTools,
+      offered,
+      ...call,
+      ...(this.#turnId !== undefined ? { turnId: this.#turnId } : {}),
+    };
     const { decisions } = await this.#write([input]);
-    return decisions.at(-1) as ToolDecision;
+    const decision = decisions.at(-1) as ToolDecision;
+    if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
+    else if (decision.allowed) this.#hold(toolCallId);
+    return decision;
+  }
+
+  /**
+   * An `approve` rule asked for a person's approval of a call (the shell shows the request): the
+   * session keeps it, bound to the call, its input and the session now, with the next write.
+   */
+  approvalRequested(tool: string, toolCallId: string, argsDigest: string, rule: string): void {
+    this.#buffer.push({ type: 'approval-requested', tool, toolCallId, argsDigest, rule });
   }
 
   /** The reserved call completed: committed with the next write. */
   completed(toolCallId: string): void {
+    if (this.#replayedSettled.has(toolCallId)) return; // a replay of a call that was recorded already
     this.#buffer.push({ type: 'tool-completed', toolCallId });
   }
 
   /** The reserved call threw: released with the next write, nothing recorded. */
   failed(toolCallId: string): void {
+    if (this.#replayedSettled.has(toolCallId)) return;
     this.#buffer.push({ type: 'tool-failed', toolCallId });
   }
 
@@ -204,21 +356,106 @@ export class Turn {
   async #write(inputs: readonly TransitionInput[]) {
     const buffered = this.#buffer;
     this.#buffer = [];
+    const batch = buffered.length === 0 ? inputs : [...buffered, ...inputs];
+    let applied: Awaited<ReturnType<OrchestrationManager['apply']>>;
     try {
-      const applied = await this.#manager.apply(this.#plan, messageOf(this.#messages), this.#sessionId, [
-        ...buffered,
-        ...inputs,
-      ]);
-      this.#stored = applied.state;
-      return applied;
+      applied = await this.#manager.apply(
+        this.#plan,
+        messageOf(this.#messages),
+        this.#sessionId,
+        batch,
+        this.#ruleContext,
+      );
     } catch (error) {
       // Nothing was written: keep the buffered inputs for the next write.
       this.#buffer = [...buffered, ...this.#buffer];
       throw error;
     }
+    // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
+    if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
+    this.#settled(batch, applied.events);
+    // A user message the store refused (it began locally on a stale copy) stops the turn here:
+    // nothing after it in the batch was applied.
+    for (let i = 0; i < batch.length; i++) {
+      if (batch[i]!.type === 'user-message') throwIfRefused(applied.decisions[i], this.#sessionId);
+    }
+    return applied;
+  }
+
+  /** The written completions and failures end their calls' renewal; a late one is reported. */
+  #settled(batch: readonly TransitionInput[], events: readonly OrchestrationEvent[]): void {
+    if (this.#held.size === 0) return;
+    for (const input of batch) {
+      if (input.type !== 'tool-completed' && input.type !== 'tool-failed') continue;
+      if (!this.#held.delete(input.toolCallId)) continue;
+      const late = events.some(
+        (event) => event.type === 'tool-released' && event.reason === 'late' && event.toolCallId === input.toolCallId,
+      );
+      if (late) this.#lost(input.toolCallId);
+    }
+    if (this.#held.size === 0) this.#stopRenewal();
+  }
+
+  #lost(toolCallId: string): void {
+    this.#onError(
+      new LeaseLostError(
+        this.#sessionId,
+        toolCallId,
+        `Tool call "${toolCallId}" of session "${this.#sessionId}" ran, but its reservation had ended (its lease expired or the session was reset), so it is not recorded in the history.`,
+      ),
+    );
+  }
+
+  /** Keeps the reservation of `toolCallId` alive until its completion or failure is written. */
+  #hold(toolCallId: string): void {
+    this.#held.add(toolCallId);
+    if (this.#renewal !== undefined) return;
+    // Every quarter of the lease: a process whose event loop stalls for up to three quarters of it
+    // keeps its calls.
+    const every = Math.max(1, Math.floor((this.#manager.leaseMs ?? DEFAULT_LEASE_MS) / 4));
+    this.#renewal = setInterval(() => {
+      this.#renewing ??= this.#renew().finally(() => {
+        this.#renewing = undefined;
+      });
+    }, every);
+    // The running tool keeps the process alive, not its renewal.
+    this.#renewal.unref?.();
+  }
+
+  /**
+   * One renewal: what the buffer holds is written first (a completion that waits for the next
+   * write ends its call's renewal that way), then the calls still running renew their leases.
+   */
+  async #renew(): Promise<void> {
+    try {
+      if (this.#buffer.length > 0) await this.flush();
+      const running = [...this.#held].filter(
+        (id) => !this.#buffer.some((input) => 'toolCallId' in input && input.toolCallId === id),
+      );
+      if (running.length === 0) return;
+      const lost = await this.#manager.renewLease(this.#plan, this.#sessionId, running);
+      for (const id of lost) {
+        if (this.#held.delete(id)) this.#lost(id);
+      }
+      if (this.#held.size === 0) this.#stopRenewal();
+    } catch (error) {
+      // The store failed: the next renewal tries again (the lease is four renewals long).
+      this.#onError(error);
+    }
+  }
+
+  #stopRenewal(): void {
+    if (this.#renewal !== undefined) clearInterval(this.#renewal);
+    this.#renewal = undefined;
+  }
+
+  #userMessage(): TransitionInput {
+    return this.#agentId === undefined ? USER_MESSAGE : { type: 'user-message', agentId: this.#agentId };
   }
 
   #context() {
-    return this.#manager.transitionContext(messageOf(this.#messages));
+    return this.#manager.transitionContext(messageOf(this.#messages), this.#ruleContext);
   }
 }
+
+const USER_MESSAGE: TransitionInput = Object.freeze({ type: 'user-message' });

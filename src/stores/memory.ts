@@ -4,7 +4,7 @@
  */
 import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
 import { logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertSessionId, type OrchestrationState } from '../core/state.js';
+import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
 /** Options of {@link memoryStore}. */
@@ -89,6 +89,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     const next = fn(current);
     // Nothing to write: no renewal either, as in every store (TTLs ride on writes).
     if (next === undefined || next === current) return current;
+    // Refused as every store refuses it: a state the durable stores could not keep must not
+    // work in memory and fail only once the app moves to SQLite or Redis.
+    assertState(next, 'state');
     const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
     const appended = logEntriesOf(next);
     if (entry !== undefined) {
@@ -113,6 +116,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
   return {
     name: 'memory',
     updateSync,
+    peek(sessionId) {
+      // In-process: the state itself, never stale.
+      return closed ? undefined : live(sessionId, now())?.state;
+    },
     async get(sessionId) {
       assertSessionId(sessionId);
       checkOpen();

@@ -144,6 +144,10 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       query_timeout: statementTimeoutMs + 1_000,
       keepAlive: true,
       application_name: 'baton',
+      // Idle connections do not keep the process alive: a script that used the store ends when
+      // its work is done, even without close() (a server stays up because of its listening
+      // socket). A connection in use does.
+      allowExitOnIdle: true,
     });
   // An idle pooled client whose server went away emits `error`; pg-pool re-emits it on the pool,
   // where an unheard `error` event would crash the process. The pool has already discarded the
@@ -459,6 +463,17 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
 
   return {
     name: STORE_NAME,
+
+    peek(sessionId) {
+      // The row this instance last read or wrote (its compare-and-set base), without I/O.
+      const revision = known.get(sessionId);
+      if (revision === undefined || (revision.expiresAt !== null && revision.expiresAt <= now())) return undefined;
+      try {
+        return parse(revision.json);
+      } catch {
+        return undefined;
+      }
+    },
 
     async get(sessionId) {
       const key = sessionKey(sessionId);

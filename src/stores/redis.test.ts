@@ -369,14 +369,15 @@ describe.skipIf(skip)('redisStore', () => {
     const client = new Redis(URL, { keyPrefix: `${RUN_PREFIX}kp:` });
     clients.push(client);
     const store = open({ client, maxSessions: 2 }, 'inner');
-    for (const id of ['a', 'b', 'c']) await store.update(id, loggedTool(id, { ttl: id === 'c' ? 100 : 0 }));
+    // c expires, but not before the checks below have run on a busy machine.
+    for (const id of ['a', 'b', 'c']) await store.update(id, loggedTool(id, { ttl: id === 'c' ? 1_000 : 0 }));
     const key = (id: string) => redisSessionKey(id, `${RUN_PREFIX}kp:${RUN_PREFIX}inner:`);
     expect([await raw.exists(key('a')), await raw.exists(key('b')), await raw.exists(key('c'))]).toEqual([0, 1, 1]);
     // The evicted session's log goes with it; the others' stay, under the client's prefix too.
     const logs = ['a', 'b', 'c'].map((id) => `${key(id)}:log`);
     expect([await raw.exists(logs[0]!), await raw.exists(logs[1]!), await raw.exists(logs[2]!)]).toEqual([0, 1, 1]);
     expect(await store.readLog!('b')).toHaveLength(1);
-    await pause(200);
+    await pause(1_100);
     expect(await store.sweep()).toBe(1);
     expect(await raw.zrange(`${RUN_PREFIX}kp:${RUN_PREFIX}inner:lru`, 0, -1)).toEqual(['b']);
     expect(() => redisStore({ client: new Redis({ lazyConnect: true, keyPrefix: 'x{y}' }) })).toThrow(/keyPrefix/);

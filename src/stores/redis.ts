@@ -260,6 +260,19 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       lastError = error;
     });
   }
+  // A connection of the store's own keeps the process alive only while a command waits for its
+  // reply: a script that used the store ends when its work is done, even without close() (a
+  // server stays up because of its listening socket, not its store). A caller's client is left
+  // as its owner set it.
+  let inFlight = 0;
+  const holdProcess = (hold: boolean) => {
+    if (!ownsClient) return;
+    const socket = (client as Redis).stream as { ref?: () => void; unref?: () => void } | undefined;
+    if (hold) socket?.ref?.();
+    else socket?.unref?.();
+  };
+  // Every (re)connection opens a new socket: it holds the process only if a command waits.
+  if (ownsClient) client.on('connect', () => holdProcess(inFlight > 0));
   const cluster = client.isCluster;
   // ioredis adds a client's `keyPrefix` to declared keys, not to keys a script builds
   // from its arguments (evictions, sweeps), so those get it spelled out.
@@ -347,7 +360,16 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
    * `commandTimeoutMs` of its own.
    */
   async function send<T>(what: string, command: () => Promise<T>, deadline?: number): Promise<T> {
-    if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
+    if (inFlight++ === 0) holdProcess(true);
+    try {
+      if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
+      return await sendReady(what, command);
+    } finally {
+      if (--inFlight === 0) holdProcess(false);
+    }
+  }
+
+  async function sendReady<T>(what: string, command: () => Promise<T>): Promise<T> {
     try {
       // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
       // holds commands back while an earlier batch awaits its replies; a caller's client
@@ -498,6 +520,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
 
   return {
     name: STORE_NAME,
+    peek(sessionId) {
+      // The copy this instance last read or wrote (its compare-and-set base), without I/O.
+      return closed ? undefined : cache.get(sessionId)?.state;
+    },
     async get(sessionId) {
       assertSessionId(sessionId);
       checkOpen();

@@ -5,15 +5,50 @@
  */
 import { InvalidArgumentError } from '../core/errors.js';
 import { memoryStore } from './memory.js';
+import { loadNodeSqlite, loadOptionalDependency } from './optional-dependency.js';
 import type { SessionStore, StoreOptions } from './types.js';
 
 /** A store object, or a URL naming one. */
 export type StoreSpec = SessionStore | string;
 
+const STORE_SCHEMES = ['memory', 'sqlite', 'redis', 'rediss', 'postgres', 'postgresql'] as const;
+
+function schemeOf(url: string): string | undefined {
+  return /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+}
+
+/** What is wrong with a store URL (an unknown scheme), without opening it; undefined when nothing is. */
+export function storeUrlProblem(url: string): string | undefined {
+  const scheme = schemeOf(url);
+  if (scheme !== undefined && (STORE_SCHEMES as readonly string[]).includes(scheme)) return undefined;
+  return `"${redact(url)}" is not a store URL; use memory:, sqlite:path/to/state.db, redis://host:6379 or postgres://user@host/db`;
+}
+
+/**
+ * Checks, without connecting, that this process can run the store a URL names: `node:sqlite`
+ * for SQLite, the ioredis or pg package for Redis or PostgreSQL. Throws the error that says what
+ * to install or which Node.js to use, so an app fails when it is created, not at its first request.
+ */
+export function checkStoreRuntime(url: string): void {
+  switch (schemeOf(url)) {
+    case 'sqlite':
+      loadNodeSqlite();
+      return;
+    case 'redis':
+    case 'rediss':
+      loadOptionalDependency('ioredis', 'The Redis store');
+      return;
+    case 'postgres':
+    case 'postgresql':
+      loadOptionalDependency('pg', 'The PostgreSQL store');
+      return;
+  }
+}
+
 /** Opens the store a URL names; passes a store object through unchanged. */
 export async function resolveStore(spec: StoreSpec, options: StoreOptions = {}): Promise<SessionStore> {
   if (typeof spec !== 'string') return spec;
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(spec)?.[1]?.toLowerCase();
+  const scheme = schemeOf(spec);
   switch (scheme) {
     case 'memory':
       return memoryStore(options);
@@ -32,10 +67,7 @@ export async function resolveStore(spec: StoreSpec, options: StoreOptions = {}):
       return postgresStore({ connectionString: spec, ...options });
     }
     default:
-      throw new InvalidArgumentError(
-        'store',
-        `"${redact(spec)}" is not a store URL; use memory:, sqlite:path/to/state.db, redis://host:6379 or postgres://user@host/db`,
-      );
+      throw new InvalidArgumentError('store', storeUrlProblem(spec) ?? 'not a store URL');
   }
 }
 

@@ -214,7 +214,14 @@ export function decodeStateToken(token: string, options: DecodeStateTokenOptions
  * still accepted (rotation). Surrounding whitespace is trimmed; keys cannot contain commas.
  */
 export function parseStateKeys(value: string): string[] {
-  const path = 'BATON_STATE_KEYS';
+  return parseSigningKeys(value, 'BATON_STATE_KEYS');
+}
+
+/**
+ * Parses comma-separated signing keys of at least 32 bytes from the environment variable
+ * `path` (the first signs, the rest are still accepted); errors name `path`.
+ */
+export function parseSigningKeys(value: string, path: string): string[] {
   if (typeof value !== 'string') throw new InvalidArgumentError(path, `expected a string, got ${describeType(value)}`);
   if (value.trim().length === 0) {
     throw new InvalidArgumentError(path, 'no keys given; set it to one or more comma-separated keys of 32+ bytes');

@@ -46,6 +46,13 @@ export interface SessionStore {
    * A store without it keeps no event log: the manager's `eventLog` then records nothing.
    */
   readLog?(sessionId: string): Promise<SessionLogEntry[]>;
+  /**
+   * Optional: the session's state as this store instance last saw it, without any I/O, or
+   * undefined when it does not know it. It may be stale (another process may have written since):
+   * use it only where a stale answer is harmless, as for what a model step is offered, never for
+   * what runs (updates decide that). Turns use it to begin without a store round trip.
+   */
+  peek?(sessionId: string): OrchestrationState | undefined;
   /** Removes the session; resolves to whether it existed. */
   delete(sessionId: string): Promise<boolean>;
   /** Removes expired sessions now and resolves to how many were removed. */

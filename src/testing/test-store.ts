@@ -1,6 +1,14 @@
 /**
  * The conformance suite every {@link SessionStore} passes, published so third-party stores
- * can run it too. Call `testStore()` at the top level of a vitest test file.
+ * can run it too. Call `testStore()` at the top level of a vitest test file:
+ *
+ * ```ts
+ * testStore({ name: 'my-store', create: (options) => myStore(options) });
+ * testStore({ name: 'memory', create: (options) => memoryStore(options), shared: false });
+ * ```
+ *
+ * `create` gets the options of each test (a namespace, a fake clock, `maxSessions`) and must
+ * pass them on; a test that fails because they were dropped says so, and what to pass.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -35,6 +43,10 @@ export interface TestStoreOptions {
   /** Skip the whole suite, with this reason printed (e.g. a server is unreachable). */
   skip?: string | false;
 }
+
+/** What a failure caused by a factory that drops the suite's options says to do. */
+const PASS_OPTIONS_ON =
+  'create() must pass the options it is given on to the store, `create: (options) => yourStore(options)`';
 
 /** Registers the store conformance tests with vitest. */
 export function testStore(options: TestStoreOptions): void {
@@ -99,6 +111,43 @@ export function testStore(options: TestStoreOptions): void {
         }),
       ).rejects.toThrow('boom');
       expect((await store.get('s'))?.sequenceIndex).toBe(1);
+    });
+
+    it('refuses a malformed state with an invalid-argument error naming the field, and keeps the stored one', async () => {
+      const store = await make();
+      await store.update('m', () => state('m', { sequenceIndex: 1 }));
+      const malformed: [string, Partial<Record<keyof OrchestrationState, unknown>>][] = [
+        ['sequenceIndex', { sequenceIndex: -1 }],
+        ['sequenceIndex', { sequenceIndex: 1.5 }],
+        ['recentlyUsedTools', { recentlyUsedTools: 'search' }],
+        ['recentlyUsedTools', { recentlyUsedTools: [1] }],
+        ['cumulativeTokenUsage', { cumulativeTokenUsage: { promptTokens: -1, completionTokens: 0, totalTokens: 0 } }],
+        ['activeStep', { activeStep: 7 }],
+        ['ttl', { ttl: Number.NaN }],
+        ['pending', { pending: [{ kind: 'call', id: 'c', tool: 't', expiresAt: -5 }] }],
+      ];
+      for (const [field, patch] of malformed) {
+        const error = await store
+          .update('m', (current) => ({ ...(current ?? state('m')), ...patch }) as OrchestrationState)
+          .then(
+            () => undefined,
+            (caught: unknown) => caught,
+          );
+        expect(BatonError.isInstance(error), `${field}: ${String(error)}`).toBe(true);
+        expect((error as BatonError).code, field).toBe('invalid-argument');
+        expect((error as Error).message, field).toContain(field);
+      }
+      expect(await store.get('m')).toMatchObject({ sequenceIndex: 1, version: 1 });
+    });
+
+    it('keeps the sessions of two namespaces apart', async () => {
+      const first = await make();
+      const second = await make();
+      await first.update('apart', () => state('apart'));
+      expect(
+        await second.get('apart'),
+        `a ${first.name} store created with another namespace sees this one's session: the tests would see each other's data. ${PASS_OPTIONS_ON}, and keep each namespace's data apart (its key prefix, its table).`,
+      ).toBeUndefined();
     });
 
     it('deletes a session and says whether it existed', async () => {
@@ -166,7 +215,7 @@ export function testStore(options: TestStoreOptions): void {
         expect(await store.get('ttl')).toBeDefined();
         expect(await store.update('ttl', (c) => c)).toBeDefined();
         clock.advance(200);
-        expect(await store.get('ttl')).toBeUndefined();
+        expect(await store.get('ttl'), clockHint(store)).toBeUndefined();
         expect(await store.update('ttl', (current) => current)).toBeUndefined();
         // Every write renews: the session lives on while it is being changed.
         await store.update('slide', () => state('slide', { ttl: 1_000 }));
@@ -185,7 +234,7 @@ export function testStore(options: TestStoreOptions): void {
         await store.update('brief1', () => state('brief1', { ttl: 10 }));
         await store.update('brief2', () => state('brief2', { ttl: 10 }));
         clock.advance(10 * 365 * 24 * 3600 * 1000);
-        expect(await store.sweep()).toBe(2);
+        expect(await store.sweep(), clockHint(store)).toBe(2);
         expect(await store.get('forever')).toBeDefined();
         expect(await store.get('brief1')).toBeUndefined();
       });
@@ -213,7 +262,10 @@ export function testStore(options: TestStoreOptions): void {
       await store.update('a', (c) => c && { ...c, sequenceIndex: 1 });
       clock.advance(10);
       await store.update('d', () => state('d'));
-      expect(await store.get('b')).toBeUndefined();
+      expect(
+        await store.get('b'),
+        `${store.name} kept 4 sessions with maxSessions: 3. ${PASS_OPTIONS_ON} (they carry maxSessions and the clock, now).`,
+      ).toBeUndefined();
       for (const id of ['a', 'c', 'd']) expect(await store.get(id)).toBeDefined();
     });
 
@@ -306,7 +358,7 @@ export function testStore(options: TestStoreOptions): void {
           await store.update('brief', logged('a', 100, { ttl: 10 }));
           expect(await readLog(store, 'brief')).toHaveLength(1);
           clock.advance(11);
-          expect(await readLog(store, 'brief')).toEqual([]);
+          expect(await readLog(store, 'brief'), clockHint(store)).toEqual([]);
           await store.sweep();
           expect(await readLog(store, 'brief')).toEqual([]);
         });
@@ -320,7 +372,10 @@ export function testStore(options: TestStoreOptions): void {
         const second = await options.create({ namespace });
         open.push(first, second);
         await first.update('shared', () => state('shared', { activeStep: 'X', recentlyUsedTools: ['a', 'b'] }));
-        expect(await second.get('shared')).toMatchObject({
+        expect(
+          await second.get('shared'),
+          `two ${first.name} stores created with the same namespace do not share data. An in-process store (such as memoryStore) cannot: pass shared: false to testStore. A store on a server must keep the data of options.namespace where every instance given it finds it (its key prefix, its table); ${PASS_OPTIONS_ON}.`,
+        ).toMatchObject({
           activeStep: 'X',
           recentlyUsedTools: ['a', 'b'],
           version: 1,
@@ -332,4 +387,9 @@ export function testStore(options: TestStoreOptions): void {
       });
     }
   });
+}
+
+/** What a failure caused by a store that did not use the suite's fake clock says to do. */
+function clockHint(store: SessionStore): string {
+  return `${store.name} did not expire on the suite's fake clock. ${PASS_OPTIONS_ON} (they carry the clock, now); a store whose server keeps the time passes clock: 'real' to testStore.`;
 }
