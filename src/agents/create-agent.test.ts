@@ -1,5 +1,5 @@
 import { type ModelMessage, type ToolSet, tool, type UIMessage } from 'ai';
-import { describe, expect, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { CoreLLM, MissingApiKeyError } from '../ai-sdk/core-llm.js';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
@@ -314,5 +314,85 @@ describe('createAgent types and its ToolLoopAgent', () => {
     }
     expect((await agent.manager.getState('a'))?.activeStep).toBe('ResearchMode');
     expect((await agent.manager.getState('b'))?.activeStep).toBe('CritiqueMode');
+  });
+
+  it('runs handleMessage on that ToolLoopAgent: the model is called as the AI SDK agent calls it', async () => {
+    const model = new ScriptedModel([{ toolCalls: [{ toolName: 'search', input: { query: 'ev' } }] }, { text: 'ok' }]);
+    const agent = createAgent(template, { model });
+    const turn = await ask(agent, [{ role: 'user', content: RESEARCH }]);
+    expect(turn.executed).toEqual(['search']);
+    // ToolLoopAgent tags every model call it makes; a bare streamText call has no such tag.
+    for (const call of model.calls) expect(call.headers?.['user-agent']).toContain('ai-sdk-agent/tool-loop');
+    expect((await turn.result.finalOrchestrationState)?.recentlyUsedTools).toEqual(['search']);
+  });
+
+  it('ends a turn whose model fails before any step ended: the stream says so and the final state resolves', async () => {
+    const model = new ScriptedModel(() => {
+      throw new Error('the provider is down');
+    });
+    const errors: string[] = [];
+    const consoleError = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    onTestFinished(() => consoleError.mockRestore());
+    const agent = createAgent(template, { model });
+    const result = await agent.handleMessage({
+      messages: [{ role: 'user', content: RESEARCH }],
+      sessionId: 'down',
+      stream: { onCallbackError: (_error, callback) => void errors.push(callback) },
+    });
+    const parts: string[] = [];
+    for await (const part of result.stream) parts.push(part.type);
+    expect(parts).toContain('error');
+    // No onEnd comes for such a turn; the final state must not wait for one.
+    const final = await Promise.race([
+      result.finalOrchestrationState,
+      new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 2000)),
+    ]);
+    expect(final).not.toBe('hung');
+    expect(final).toMatchObject({ activeStep: 'ResearchMode', recentlyUsedTools: [] });
+    // Reported once, to the caller (the AI SDK would also print it to the console).
+    expect(errors).toEqual(['stream']);
+    expect(consoleError).not.toHaveBeenCalled();
+  });
+
+  it('ends an aborted turn: the final state resolves with what the turn stored', async () => {
+    const controller = new AbortController();
+    const model = new ScriptedModel(({ index }) => {
+      if (index === 1) controller.abort(new Error('the client left'));
+      return { toolCalls: [{ toolName: index === 0 ? 'search' : 'think', input: { query: 'ev', thought: 'x' } }] };
+    });
+    const agent = createAgent(template, { model });
+    const result = await agent.handleMessage({
+      messages: [{ role: 'user', content: RESEARCH }],
+      sessionId: 'abort',
+      abortSignal: controller.signal,
+    });
+    for await (const _part of result.stream) {
+      // consumed as a client would, until the abort ends it
+    }
+    const final = await result.finalOrchestrationState;
+    expect(final?.recentlyUsedTools).toEqual(['search']);
+  });
+
+  it("reports an app callback that throws to onCallbackError, and the turn's text still arrives", async () => {
+    const errors: string[] = [];
+    const agent = createAgent(template, { model: 'offline' });
+    const result = await agent.handleMessage({
+      messages: [{ role: 'user', content: RESEARCH }],
+      sessionId: 'callbacks',
+      stream: {
+        onCallbackError: (_error, callback) => void errors.push(callback),
+        onStepFinish: () => {
+          throw new Error('app bug');
+        },
+        onFinish: () => {
+          throw new Error('app bug');
+        },
+      },
+    });
+    const turn = await play(result, []);
+    expect(turn.executed).toEqual(['search', 'think', 'reflect']);
+    expect(turn.text.length).toBeGreaterThan(0);
+    expect(errors).toContain('onFinish');
+    expect(errors.filter((name) => name === 'onStepFinish')).toHaveLength(4);
   });
 });

@@ -1,26 +1,32 @@
 /**
  * `createAgent()`: a running agent from a template (AgentDock's `AgentNode` role): its tools
  * resolved by name, its model picked from the template, and every turn orchestrated.
+ *
+ * One path: the template becomes one AI SDK `ToolLoopAgent` (`createOrchestratedAgent()`), built
+ * here once, and `handleMessage` is a call of it (`agent.stream({ messages, options })`), so the
+ * server, `baton chat` and an app calling `agent.toolLoopAgent` run the very same agent.
  */
 import {
   convertToModelMessages,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
+  type StepResult,
   type ToolSet,
   type UIMessage,
 } from 'ai';
+import { z } from 'zod/v4';
 import { CoreLLM, createLLM, type LLMOptions, parseModelSpec, templateLLMOptions } from '../ai-sdk/core-llm.js';
-import {
-  LLMOrchestrationService,
-  type OrchestratedStreamResult,
-  type StreamWithOrchestrationOptions,
-} from '../ai-sdk/llm-orchestration-service.js';
+import type { OrchestratedStreamResult, StreamWithOrchestrationOptions } from '../ai-sdk/llm-orchestration-service.js';
 import type { StepInfo } from '../ai-sdk/orchestrate.js';
 import { createOrchestratedAgent, type OrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { ChatMessage } from '../core/messages.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import type { AgentTemplate } from '../core/schema.js';
+import { toAIState } from '../core/state.js';
+import type { TemplateIssue } from '../core/template-issues.js';
+import { validateTemplate } from '../core/validate-template.js';
 import {
   createOrchestrationManager,
   type OrchestrationManager,
@@ -49,12 +55,53 @@ export interface CreateAgentOptions<TOOLS extends ToolSet = ToolSet> {
   model?: LanguageModel | CoreLLM | string | LLMOptions;
   /** Environment for API keys (default `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** What the agent's model calls record in the AI SDK's telemetry (see {@link AgentTelemetryOptions}). */
+  telemetry?: AgentTelemetryOptions;
 }
+
+/**
+ * What an agent's model calls record when an AI SDK telemetry integration is registered
+ * (`registerTelemetry(new OpenTelemetry())` from `@ai-sdk/otel`). Their spans name the agent
+ * (`gen_ai.agent.name`, from the template's id) and carry the model, token usage and timings.
+ */
+export interface AgentTelemetryOptions {
+  /**
+   * Also record the content: the messages (what users typed), the instructions, the tool
+   * definitions, and every tool call's input and output. Default false: these hold personal
+   * data and secrets users paste, which a trace backend keeps, indexes and shows to whoever may
+   * read traces.
+   */
+  recordContent?: boolean;
+}
+
+const objectSchema = (what: string) => z.custom<object>((value) => typeof value === 'object' && value !== null, what);
+
+/** One schema per option: a new option of `CreateAgentOptions` does not compile until it is checked here. */
+const createAgentOptionSchemas: { [K in keyof Required<CreateAgentOptions>]: z.ZodType } = {
+  tools: z.record(z.string(), objectSchema('expected an AI SDK tool')),
+  manager: z.custom<object>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as { getStateManager?: unknown }).getStateManager === 'function',
+    'expected an OrchestrationManager',
+  ),
+  store: z.union([z.string(), objectSchema('expected a store URL or a SessionStore')]),
+  managerOptions: objectSchema('expected the options of createOrchestrationManager'),
+  // An AI SDK model, a CoreLLM, a spec or provider options: resolved (and explained) below.
+  model: z.unknown(),
+  // Not z.record: process.env is not a plain object.
+  env: objectSchema('expected an environment such as process.env'),
+  telemetry: z.strictObject({ recordContent: z.boolean().optional() }),
+};
+const createAgentOptionsSchema = z.strictObject(
+  Object.fromEntries(Object.entries(createAgentOptionSchemas).map(([key, schema]) => [key, schema.optional()])),
+);
 
 /** Callbacks of one message's stream. */
 export type HandleMessageStreamOptions<TOOLS extends ToolSet = ToolSet> = Pick<
   StreamWithOrchestrationOptions<TOOLS>,
-  'onStepFinish' | 'onFinish' | 'onCallbackError' | 'initialState'
+  'onStepFinish' | 'onFinish' | 'onCallbackError' | 'initialState' | 'agentId' | 'sessionState'
 >;
 
 /** One message to an agent. */
@@ -72,6 +119,11 @@ export interface HandleMessageOptions<TOOLS extends ToolSet = ToolSet> {
   manager?: OrchestrationManager;
   /** Callbacks of the stream (errors they throw, and failed state writes, go to `onCallbackError`). */
   stream?: HandleMessageStreamOptions<TOOLS>;
+  /**
+   * Signs the approval requests of this turn and verifies the approvals its history grants (the
+   * AI SDK's `experimental_toolApprovalSecret`); derive one per session with `toolApprovalSecret()`.
+   */
+  toolApprovalSecret?: string | Uint8Array;
 }
 
 /** A running agent. */
@@ -91,11 +143,28 @@ export interface Agent<TOOLS extends ToolSet = ToolSet> {
   handleMessage(options: HandleMessageOptions<TOOLS>): Promise<OrchestratedStreamResult<TOOLS>>;
 }
 
-/** Creates an {@link Agent} from a validated template; its `ToolLoopAgent` is built here, once. */
+/**
+ * The errors of a template an agent is created from (every one, with its path): what
+ * `parseTemplate` would refuse, so a template built in code, or loaded without validation, fails
+ * when the agent is created rather than on its first message.
+ */
+export function checkAgentTemplate(template: unknown): TemplateIssue[] {
+  const result = validateTemplate(template);
+  return result.success ? [] : result.issues.filter((issue) => issue.severity === 'error');
+}
+
+/**
+ * Creates an {@link Agent} from a template; its `ToolLoopAgent` is built here, once. The
+ * template and options are checked first: a `TemplateConfigError` lists every problem.
+ */
 export function createAgent<TOOLS extends ToolSet = ToolSet>(
   template: AgentTemplate,
   options: CreateAgentOptions<TOOLS> = {},
 ): Agent<TOOLS> {
+  throwOnErrors(
+    [...checkAgentTemplate(template), ...optionIssues(createAgentOptionsSchema, options, ['options'])],
+    `agent "${String((template as { id?: unknown } | null)?.id)}"`,
+  );
   const resolved = resolveTools(template.tools, options.tools);
   if (resolved.missing.length > 0) {
     throw new InvalidArgumentError(
@@ -114,6 +183,9 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
   const guide = Array.isArray(description) ? description.join('\n') : description;
   const instructions = [personality, guide].filter(Boolean).join('\n\n') || undefined;
   const maxSteps = template.options?.maxSteps ?? 10;
+  // The AI SDK records content by default; an agent does only when asked (see AgentTelemetryOptions).
+  const recordContent = options.telemetry?.recordContent ?? false;
+  const telemetry = { functionId: template.id, recordInputs: recordContent, recordOutputs: recordContent };
   // Built once, for every session: a call names its session in `options.sessionId`. It is typed
   // on the tool set as resolved: the AI SDK types an agent's settings with a conditional type of
   // its tool set (whether the tools need a toolsContext) that TypeScript cannot resolve for a
@@ -125,7 +197,14 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
     manager,
     config: template,
     stopWhen: isStepCount(maxSteps),
+    telemetry,
     ...(instructions ? { instructions } : {}),
+    // The AI SDK logs a model loop's error to the console unless told otherwise; a turn of
+    // handleMessage reports its own to its caller (onCallbackError), so it is not logged twice.
+    onError: ({ error }) => {
+      if (!isObject(error) || !reportedToCaller.has(error)) console.error(error);
+    },
+    // AI SDK settings of every call (e.g. `experimental_toolApprovalSecret`) belong here.
   });
 
   return {
@@ -140,29 +219,102 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
       sessionId,
       onStep,
       abortSignal,
-      stream,
+      stream = {},
       manager: turnManager,
+      toolApprovalSecret,
     }: HandleMessageOptions<TOOLS>): Promise<OrchestratedStreamResult<TOOLS>> {
       if (!Array.isArray(messages)) {
         throw new InvalidArgumentError('messages', 'expected an array of messages');
       }
+      const sessions = turnManager ?? manager;
+      const reportError =
+        stream.onCallbackError ??
+        ((error: unknown, callback: string) => console.error(`[baton] ${callback} failed:`, error));
+      // An app's callback that throws is reported, and never breaks the stream.
+      const guard = async (name: string, callback: () => void | PromiseLike<void>) => {
+        try {
+          await callback();
+        } catch (error) {
+          reportError(error, name);
+        }
+      };
+      const { agentId, sessionState } = stream;
+      const orchestrationState =
+        stream.initialState !== undefined
+          ? stream.initialState
+          : sessionState !== undefined
+            ? toAIState(sessionState)
+            : await sessions.getState(sessionId);
       const modelMessages = await toModelMessages(messages, tools);
-      // The same orchestration as toolLoopAgent's calls (orchestrate(), settled at the end), on
-      // streamText typed with the app's tool set, so results keep the literal tool names.
-      const service = new LLMOrchestrationService(llm, turnManager ?? manager, sessionId);
-      return service.streamWithOrchestration<TOOLS>({
-        maxSteps,
-        ...stream,
-        messages: modelMessages,
-        tools,
-        orchestration: template,
-        conversation: messages as readonly ChatMessage[],
-        ...(instructions ? { instructions } : {}),
-        ...(onStep ? { onStep } : {}),
-        ...(abortSignal ? { abortSignal } : {}),
+
+      // The turn ends with the call's onEnd; a turn that failed before any step ended, or was
+      // aborted, gets no onEnd, and its result's promises reject instead.
+      let endTurn: () => void = () => undefined;
+      const turnEnded = new Promise<void>((resolve) => {
+        endTurn = resolve;
       });
+      abortSignal?.addEventListener('abort', () => endTurn(), { once: true });
+      const { onStepFinish, onFinish } = stream;
+      const result = await toolLoopAgent.stream({
+        messages: modelMessages,
+        options: {
+          sessionId,
+          ...(turnManager ? { manager: turnManager } : {}),
+          conversation: messages as readonly ChatMessage[],
+          ...(onStep ? { onStep } : {}),
+          ...(toolApprovalSecret !== undefined ? { toolApprovalSecret } : {}),
+          ...(agentId !== undefined ? { agentId } : {}),
+          ...(sessionState !== undefined ? { sessionState } : {}),
+          onError: (error) => reportError(error, 'orchestration'),
+        },
+        ...(abortSignal ? { abortSignal } : {}),
+        // Sees the turn's errors before the agent's onError does (the AI SDK applies transforms first).
+        experimental_transform: () =>
+          new TransformStream({
+            transform(part, controller) {
+              if (part.type === 'error') {
+                if (isObject(part.error)) reportedToCaller.add(part.error);
+                reportError(part.error, 'stream');
+              }
+              controller.enqueue(part);
+            },
+          }),
+        ...(onStepFinish
+          ? { onStepEnd: (step) => guard('onStepFinish', () => onStepFinish(step as StepResult<TOOLS>)) }
+          : {}),
+        onEnd: async (event) => {
+          if (onFinish) {
+            await guard('onFinish', () =>
+              onFinish({ text: event.text, steps: event.steps as unknown as readonly StepResult<TOOLS>[] }),
+            );
+          }
+          endTurn();
+        },
+      });
+      void Promise.resolve(result.finishReason).then(undefined, () => endTurn());
+      const { orchestration } = result;
+      const finalOrchestrationState = turnEnded.then(async () => {
+        await orchestration.settled().catch(() => undefined); // failures went to onCallbackError
+        // The turn holds the state it last wrote: no store read for it (a read only when the
+        // turn never reached a model step).
+        const held = orchestration.sessionState();
+        return held !== undefined ? toAIState(held) : await sessions.getState(sessionId).catch(() => null);
+      });
+      // The agent is built on the resolved tool set (see above); its calls run exactly the app's
+      // tools, so the result is the app's tool set's.
+      return Object.assign(result, {
+        orchestrationState,
+        finalOrchestrationState,
+      }) as unknown as OrchestratedStreamResult<TOOLS>;
     },
   };
+}
+
+/** Errors of a turn that its caller was given, so the agent's onError does not log them again. */
+const reportedToCaller = new WeakSet<object>();
+
+function isObject(value: unknown): value is object {
+  return (typeof value === 'object' && value !== null) || typeof value === 'function';
 }
 
 function resolveModel(template: AgentTemplate, options: CreateAgentOptions<ToolSet>): CoreLLM {

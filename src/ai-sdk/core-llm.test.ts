@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { agentdockSample } from '../../test/helpers/agentdock.js';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
 import { loadTemplate } from '../templates/load-template.js';
 import {
@@ -9,8 +10,6 @@ import {
   parseModelSpec,
   templateLLMOptions,
 } from './core-llm.js';
-
-const AGENTDOCK_FIXTURES = '/work/shared/fixtures/agentdock';
 
 /** The provider id the AI SDK model reports (a string model id has none). */
 const providerOf = (llm: CoreLLM) => (typeof llm.model === 'string' ? llm.model : llm.model.provider);
@@ -195,7 +194,7 @@ describe('templateLLMOptions', () => {
   });
 
   it("reads AgentDock's nodes and nodeConfigurations (cognitive-reasoner fixture)", async () => {
-    const template = await loadTemplate(`${AGENTDOCK_FIXTURES}/cognitive-reasoner.json`);
+    const template = await loadTemplate(agentdockSample('cognitive-reasoner'));
     expect(templateLLMOptions(template)).toEqual({ provider: 'anthropic', model: 'claude-sonnet-4-20250514' });
     // And that is exactly what createLLM needs, so a missing key names the right variable.
     expect(() => createLLM({ ...templateLLMOptions(template)!, env: {} })).toThrow(/ANTHROPIC_API_KEY/);

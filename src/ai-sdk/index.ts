@@ -44,3 +44,24 @@ export {
   orchestratedCallOptionsSchema,
   type WithOrchestration,
 } from './orchestrated-agent.js';
+export {
+  ORCHESTRATION_PART_ID,
+  type OrchestrationOutcome,
+  type OrchestrationParts,
+  type OrchestrationPartsOptions,
+  orchestrationParts,
+} from './orchestration-parts.js';
+export type {
+  OrchestrationDataParts,
+  OrchestrationSnapshot,
+  OrchestrationUIMessage,
+  SequenceIncompleteSummary,
+  SequenceProgress,
+} from './orchestration-snapshot.js';
+export {
+  MIN_TOOL_APPROVAL_KEY_BYTES,
+  type SignedToolApproval,
+  type ToolApprovalScope,
+  toolApprovalSecret,
+  verifyToolApprovalSignature,
+} from './tool-approval-secret.js';

@@ -12,6 +12,7 @@ import {
   type StepResult,
   type StreamTextOnChunkCallback,
   streamText,
+  type TelemetryOptions,
   type ToolApprovalConfiguration,
   type ToolCallRepairFunction,
   type ToolChoice,
@@ -19,7 +20,7 @@ import {
 } from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
-import { type AIOrchestrationState, toAIState } from '../core/state.js';
+import { type AIOrchestrationState, type OrchestrationState, toAIState } from '../core/state.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { CoreLLM } from './core-llm.js';
 import { type Orchestration, orchestrate, type RuntimeContext, type StepInfo } from './orchestrate.js';
@@ -56,6 +57,18 @@ export interface StreamWithOrchestrationOptions<TOOLS extends ToolSet = ToolSet>
    * becomes `orchestrationState` without another store read.
    */
   initialState?: AIOrchestrationState | null;
+  /** The agent the turn runs for (see `orchestrate({ agentId })`). */
+  agentId?: string;
+  /**
+   * The session as the caller already stored it with this turn's user message (see
+   * `orchestrate({ sessionState })`): the first model step needs no store round trip.
+   */
+  sessionState?: OrchestrationState;
+  /**
+   * The AI SDK's `experimental_toolApprovalSecret`: signs the approval requests of this turn and
+   * verifies the approvals its messages grant (see `toolApprovalSecret()`).
+   */
+  toolApprovalSecret?: string | Uint8Array;
   /**
    * More `streamText` options: call settings (`topP`, `seed`, ...), request options and these
    * hooks, which are composed with the orchestration's (see `orchestrate()`), not replaced.
@@ -73,6 +86,8 @@ export type StreamExtraOptions<TOOLS extends ToolSet = ToolSet> = LanguageModelC
     toolCallConcurrency?: number;
     repairToolCall?: ToolCallRepairFunction<TOOLS>;
     onChunk?: StreamTextOnChunkCallback<TOOLS>;
+    /** The AI SDK's telemetry settings of the call (what its spans record, which integrations). */
+    telemetry?: TelemetryOptions;
   };
 
 /** The stream result with the orchestration attached. */
@@ -122,6 +137,8 @@ export class LLMOrchestrationService {
       sessionId,
       tools: options.tools ?? ({} as TOOLS),
       ...(options.conversation ? { messages: options.conversation } : {}),
+      ...(options.agentId !== undefined ? { agentId: options.agentId } : {}),
+      ...(options.sessionState ? { sessionState: options.sessionState } : {}),
       ...(options.onStep ? { onStep: options.onStep } : {}),
       ...(prepareStep ? { prepareStep } : {}),
       ...(toolApproval ? { toolApproval } : {}),
@@ -132,7 +149,12 @@ export class LLMOrchestrationService {
         : {}),
       onError: (error) => reportError(error, 'orchestration'),
     });
-    const startState = options.initialState !== undefined ? options.initialState : await manager.getState(sessionId);
+    const startState =
+      options.initialState !== undefined
+        ? options.initialState
+        : options.sessionState !== undefined
+          ? toAIState(options.sessionState)
+          : await manager.getState(sessionId);
     let resolveFinal: (state: AIOrchestrationState | null) => void = () => undefined;
     const finalOrchestrationState = new Promise<AIOrchestrationState | null>((resolve) => {
       resolveFinal = resolve;
@@ -156,6 +178,9 @@ export class LLMOrchestrationService {
       ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
       ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
       ...(options.abortSignal ? { abortSignal: options.abortSignal } : {}),
+      ...(options.toolApprovalSecret !== undefined
+        ? { experimental_toolApprovalSecret: options.toolApprovalSecret }
+        : {}),
       stopWhen: isStepCount(options.maxSteps ?? 10),
       tools: orchestration.tools,
       prepareStep: orchestration.prepareStep,

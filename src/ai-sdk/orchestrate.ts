@@ -11,7 +11,9 @@
  * - every tool's `execute` decides again and reserves the call in one atomic store update (the
  *   authority, and the fail-closed backstop when the hooks above were not wired);
  * - `onStepEnd`/`onEnd` add token usage and write what the turn holds; `onStart` checks that the
- *   call really runs the guarded tools.
+ *   call really runs the guarded tools;
+ * - once a token budget is spent, `prepareStep` gives the step a stand-in model that says so
+ *   (`budgetSpentModel`): no further model call is made for the session.
  *
  * The app's own `prepareStep`, `toolApproval`, `onStepEnd`, `onEnd`, `activeTools`, `toolChoice`
  * and `instructions` go into `orchestrate()`'s options, and both apply, Baton's restrictions
@@ -46,6 +48,9 @@ import { type BudgetStatus, decideToolCall, type ToolDecision, transitionAll } f
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { Turn } from '../orchestration/turn.js';
+import { budgetSpentModel } from './budget-spent-model.js';
+import { assertOrchestrateOptions } from './check-orchestrate-options.js';
+import { inputDigest } from './input-digest.js';
 
 /** The AI SDK's runtime context type (`Context` of `@ai-sdk/provider-utils`). */
 export type RuntimeContext = Record<string, unknown>;
@@ -102,6 +107,32 @@ export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT exten
    * `initialMessages`).
    */
   messages?: readonly ChatMessage[] | readonly ModelMessage[];
+  /**
+   * The agent the turn runs for: a new session becomes its own, and a session of another agent
+   * refuses the turn (`SessionRefusedError`, code `session-of-another-agent`).
+   */
+  agentId?: string;
+  /**
+   * The session as you already stored it with this turn's user message (`Turn.begin()`, as a
+   * server does to answer a refused session with an HTTP status before it streams): the first
+   * model step is decided on it, without another store round trip.
+   */
+  sessionState?: OrchestrationState;
+  /**
+   * What rules on calls may read as `context` in their conditions (e.g. `{ user: { role: 'admin' } }`):
+   * facts of the caller the model cannot change.
+   */
+  context?: Readonly<Record<string, unknown>>;
+  /**
+   * For a turn run by a durable-execution engine (DBOS, Temporal, Restate, the Workflow SDK): an
+   * id of the turn that stays the same when the engine replays it (e.g. `DBOS.workflowID`). Its
+   * decisions are recorded in the session, and a replay gets every one back as the original run
+   * saw it: the tools offered at each model step, each call allowed or refused. A call the
+   * original run allowed and completed is passed to its tool again, for the engine to answer from
+   * its record, and is not recorded twice: make each tool's `execute` a step of the engine (e.g.
+   * `DBOS.runStep`) so its body never runs twice. Without `turnId`, a repeated call id is refused.
+   */
+  turnId?: string;
   /** Called before every model step with the step's orchestration (for UIs and logs). */
   onStep?: (info: StepInfo) => void | PromiseLike<void>;
   /**
@@ -221,12 +252,25 @@ const SPREAD_LAST =
 export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext = RuntimeContext>(
   options: OrchestrateOptions<TOOLS, RUNTIME_CONTEXT>,
 ): Orchestration<TOOLS, RUNTIME_CONTEXT> {
+  assertOrchestrateOptions(options);
   const { manager, sessionId } = options;
   const toolNames = Object.keys(options.tools);
   let conversation: readonly ChatMessage[] | undefined = options.messages;
-  const turn = new Turn({ manager, config: options.config, sessionId, agentTools: toolNames, messages: conversation });
-  const plan = turn.plan;
   const report = options.onError ?? ((error: unknown) => console.error('[baton] orchestration failure:', error));
+  const turn = new Turn({
+    manager,
+    config: options.config,
+    sessionId,
+    agentTools: toolNames,
+    messages: conversation,
+    agentId: options.agentId,
+    state: options.sessionState,
+    // A call that lost its reservation is reported, not failed: the turn itself went well.
+    onError: report,
+    context: options.context,
+    turnId: options.turnId,
+  });
+  const plan = turn.plan;
   const failures: unknown[] = [];
   const fail = (error: unknown) => {
     failures.push(error);
@@ -304,16 +348,34 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // biome-ignore lint/correctness/useHookAtTopLevel: Turn.useMessages is a method, not a React hook
     turn.useMessages(messages);
   };
-  const context = () => manager.transitionContext(messageOf(conversation));
+  const context = () => manager.transitionContext(messageOf(conversation), options.context);
   /** Begins the turn when a call comes before any model step (an approved call resumed). */
   const begin = async () => {
     if (turn.state === undefined) await turn.begin();
     projected ??= turn.state;
   };
-  const decideLocally = (tool: string, toolCallId: string, offeredNow: readonly string[] | undefined): ToolDecision => {
+  const decideLocally = (
+    tool: string,
+    toolCallId: string,
+    offeredNow: readonly string[] | undefined,
+    input: unknown,
+    approved: boolean,
+  ): ToolDecision => {
     const base = projected ?? turn.state;
     if (base === undefined) throw new Error('orchestration: no state to decide on'); // begin() ran first
-    return decideToolCall(plan, base, { tool, toolCallId, agentTools: toolNames, offered: offeredNow }, context());
+    return decideToolCall(
+      plan,
+      base,
+      {
+        tool,
+        toolCallId,
+        agentTools: toolNames,
+        offered: offeredNow,
+        ...(plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved } : {}),
+        ...(options.turnId !== undefined ? { turnId: options.turnId } : {}),
+      },
+      context(),
+    );
   };
   const project = (tool: string, toolCallId: string) => {
     const base = projected ?? turn.state;
@@ -408,7 +470,14 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
             // counts is whether it is allowed now.
-            decision = await turn.request(name, toolCallId, resumed ? undefined : offered);
+            decision = await turn.request(
+              name,
+              toolCallId,
+              resumed ? undefined : offered,
+              // A resumed call ran through the AI SDK's approval: an approve rule checks that
+              // Baton asked for it, for this input, in this state.
+              plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
+            );
           } catch (error) {
             fail(error);
             throw error; // not run: the model is told it failed, which is true
@@ -470,11 +539,19 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         );
         return { type: 'denied', reason: error.message };
       }
-      decision = decideLocally(name, id, resumed ? undefined : offered);
+      decision = decideLocally(name, id, resumed ? undefined : offered, toolCall.input, resumed);
     } catch (error) {
       // Fail closed, as the AI SDK's policy packages do: no decision, no run.
       fail(error);
       return { type: 'denied', reason: 'orchestration could not decide on this call; try again later' };
+    }
+    if (!decision.allowed && decision.reason.code === 'approval-required' && !resumed) {
+      // An approve rule: a person is asked, through the AI SDK's own approval flow. The session
+      // keeps what was asked, so the answer counts only for this call, input and state.
+      turn.approvalRequested(name, id, inputDigest(toolCall.input), decision.reason.rule);
+      project(name, id);
+      awaitingApproval = true;
+      return { type: 'user-approval' };
     }
     if (!decision.allowed) {
       rejected(name, id, decision);
@@ -502,7 +579,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       if (!onStepEndRan) noteMissingOnStepEnd();
     }
     adoptMessages(step.initialMessages);
-    const { decision, state } = await turn.stepStarted();
+    const { decision, state } = await turn.stepStarted(step.stepNumber);
     projected = state;
     const activeStep = plan.step(decision.activeStep);
     const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined = await options.prepareStep?.(step);
@@ -551,6 +628,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       toolChoice: choice,
     };
     if (instructions !== undefined) result.instructions = instructions;
+    // A spent budget: no further model call for the session, whatever the app's prepareStep chose.
+    if (decision.budget !== undefined && !decision.shadow) result.model = budgetSpentModel(decision.budget);
     return result;
   };
   const noteMissingOnStepEnd = () => {

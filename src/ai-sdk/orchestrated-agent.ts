@@ -22,10 +22,12 @@ import {
   type ToolLoopAgentSettings,
   type ToolSet,
 } from 'ai';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
+import type { OrchestrationState } from '../core/state.js';
 import { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { assertOrchestratedAgentSettings } from './check-orchestrate-options.js';
 import {
   type CallStart,
   type Orchestration,
@@ -43,10 +45,22 @@ export interface OrchestratedCallOptions {
   manager?: OrchestrationManager | undefined;
   /** The conversation for message conditions, when it differs from the messages (e.g. UI messages). */
   conversation?: readonly ChatMessage[] | undefined;
+  /** The agent the call runs for (see `orchestrate({ agentId })`). */
+  agentId?: string | undefined;
+  /**
+   * The session as the caller already stored it with this call's user message (see
+   * `orchestrate({ sessionState })`): the first model step needs no store round trip.
+   */
+  sessionState?: OrchestrationState | undefined;
   /** Called before every model step of this call with the step's orchestration. */
   onStep?: ((info: StepInfo) => void | PromiseLike<void>) | undefined;
   /** Receives this call's orchestration failures, instead of the agent's `onError`. */
   onError?: ((error: unknown) => void) | undefined;
+  /**
+   * The AI SDK's `experimental_toolApprovalSecret` for this call: signs its approval requests and
+   * verifies the approvals its messages grant (derive one per session with `toolApprovalSecret()`).
+   */
+  toolApprovalSecret?: string | Uint8Array | undefined;
 }
 
 const isFunction = (value: unknown) => typeof value === 'function';
@@ -60,8 +74,16 @@ export const orchestratedCallOptionsSchema = z.object({
   conversation: z
     .array(z.custom<ChatMessage>((value) => typeof value === 'object' && value !== null, 'expected a message'))
     .optional(),
+  agentId: z.string().min(1).optional(),
+  sessionState: z
+    .custom<OrchestrationState>((value) => typeof value === 'object' && value !== null, 'expected a session state')
+    .optional(),
   onStep: z.custom<(info: StepInfo) => void | PromiseLike<void>>(isFunction, 'expected a function').optional(),
   onError: z.custom<(error: unknown) => void>(isFunction, 'expected a function').optional(),
+  // z.custom, not z.instanceof: the declarations must also build against zod 3.25's zod/v4.
+  toolApprovalSecret: z
+    .union([z.string().min(1), z.custom<Uint8Array>((value) => value instanceof Uint8Array, 'expected bytes')])
+    .optional(),
 });
 
 /** Settings of {@link createOrchestratedAgent}: a `ToolLoopAgent`'s, plus the orchestration. */
@@ -116,6 +138,7 @@ export class OrchestratedAgent<
   OUTPUT extends OutputInterface = TextOutput,
 > extends ToolLoopAgent<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT, OUTPUT> {
   constructor(settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT, OUTPUT>) {
+    assertOrchestratedAgentSettings(settings);
     const { manager, config, onOrchestrationError, prepareCall } = settings;
     super({
       ...settings,
@@ -130,7 +153,7 @@ export class OrchestratedAgent<
           );
         }
         const prepared = prepareCall ? await prepareCall(call) : call;
-        const { sessionId, conversation, onStep } = call.options;
+        const { sessionId, conversation, onStep, agentId, sessionState } = call.options;
         const report =
           call.options.onError ?? ((error: unknown) => (onOrchestrationError ?? defaultOnError)(error, sessionId));
         const orchestration = orchestrate<TOOLS, RUNTIME_CONTEXT>({
@@ -141,6 +164,8 @@ export class OrchestratedAgent<
           messages: conversation ?? prepared.messages ?? call.messages ?? [],
           onError: report,
           ...(onStep ? { onStep } : {}),
+          ...(agentId !== undefined ? { agentId } : {}),
+          ...(sessionState !== undefined ? { sessionState } : {}),
           ...(prepared.instructions !== undefined ? { instructions: prepared.instructions } : {}),
           ...(prepared.activeTools ? { activeTools: prepared.activeTools } : {}),
           ...(prepared.toolChoice ? { toolChoice: prepared.toolChoice } : {}),
@@ -148,8 +173,10 @@ export class OrchestratedAgent<
           ...(prepared.toolApproval ? { toolApproval: prepared.toolApproval } : {}),
         });
         slot.orchestration = orchestration;
+        const { toolApprovalSecret } = call.options;
         return {
           ...prepared,
+          ...(toolApprovalSecret !== undefined ? { experimental_toolApprovalSecret: toolApprovalSecret } : {}),
           tools: orchestration.tools,
           prepareStep: orchestration.prepareStep,
           toolApproval: orchestration.toolApproval,

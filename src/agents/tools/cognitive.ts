@@ -8,7 +8,7 @@
 // Each tool is annotated `Tool<Input, Output>`: an inferred type would spell out types of
 // @ai-sdk/provider-utils in the published declarations, a package apps do not depend on.
 import { type Tool, tool } from 'ai';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 
 // Shared text helpers --------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
  */
 import { type Tool, tool } from 'ai';
 import MiniSearch from 'minisearch';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { splitSentences } from './cognitive.js';
 import { type CorpusDocument, corpus } from './corpus.js';
 

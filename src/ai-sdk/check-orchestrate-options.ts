@@ -1,0 +1,111 @@
+/**
+ * The options of `orchestrate()` and `OrchestratedAgent`, checked when they are created: their
+ * shapes and the template (or orchestration block). Every problem comes in one
+ * `TemplateConfigError`, with its path. It runs for every turn, so it only does what costs
+ * microseconds: the config's plan is compiled once per config object.
+ */
+import type { ToolSet } from 'ai';
+import { z } from 'zod/v4';
+import type { OrchestrationSource } from '../core/compile.js';
+import { functionSchema, optionIssues, prefixIssues, throwOnErrors } from '../core/option-issues.js';
+import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
+import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
+import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { ruleConditionIssues } from './check-rule-conditions.js';
+import type { OrchestrateOptions } from './orchestrate.js';
+
+const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
+const objectSchema = (what: string) => z.custom<object>(isObject, what);
+
+/** An OrchestrationManager, from this copy of the package or another. */
+export const managerSchema = z.custom<OrchestrationManager>(
+  (value) => isObject(value) && typeof (value as { plan?: unknown }).plan === 'function',
+  'expected an OrchestrationManager (createOrchestrationManager())',
+);
+
+/** The agent's tools: a record of AI SDK tools. */
+export const toolsSchema = z.record(z.string(), objectSchema('expected an AI SDK tool (tool({ ... }))'));
+
+/** One schema per option: a new option of `orchestrate()` does not compile until it is checked here. */
+const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
+  manager: managerSchema,
+  config: objectSchema('expected an agent template or its orchestration block'),
+  sessionId: z
+    .string()
+    .min(1, 'the session id is empty; pass a non-empty string')
+    .max(MAX_SESSION_ID_LENGTH, `expected at most ${MAX_SESSION_ID_LENGTH} characters`),
+  tools: toolsSchema,
+  messages: z.array(objectSchema('expected a message')),
+  agentId: z.string().min(1, 'expected a non-empty agent id'),
+  sessionState: objectSchema('expected an orchestration state'),
+  context: objectSchema('expected an object of facts for rules'),
+  turnId: z.string().min(1, 'expected a non-empty turn id'),
+  onStep: functionSchema,
+  onError: functionSchema,
+  instructions: z.unknown(),
+  activeTools: z.array(z.string()),
+  toolChoice: z.unknown(),
+  prepareStep: functionSchema,
+  toolApproval: z.union([functionSchema, objectSchema('expected a function or per-tool statuses')]),
+  onStepEnd: functionSchema,
+  onEnd: functionSchema,
+};
+
+const orchestrateOptionsSchema = z.strictObject(
+  Object.fromEntries(
+    Object.entries(orchestrateOptionSchemas).map(([key, schema]) => [
+      key,
+      ['manager', 'config', 'sessionId', 'tools'].includes(key) ? schema : schema.optional(),
+    ]),
+  ),
+);
+
+/** Throws one `TemplateConfigError` listing every problem of `orchestrate()`'s options. */
+export function assertOrchestrateOptions(options: unknown): void {
+  const issues = optionIssues(orchestrateOptionsSchema, options);
+  if (isObject(options)) {
+    const { manager, config, tools } = options as Partial<Record<'manager' | 'config' | 'tools', unknown>>;
+    issues.push(...configIssues(manager, config, tools));
+  }
+  throwOnErrors(issues, 'orchestrate() options');
+}
+
+const orchestratedAgentSchema = z.looseObject({
+  manager: managerSchema,
+  config: objectSchema('expected an agent template or its orchestration block'),
+  tools: toolsSchema,
+  onOrchestrationError: functionSchema.optional(),
+});
+
+/**
+ * Throws one `TemplateConfigError` listing every problem of an `OrchestratedAgent`'s own
+ * settings (its manager, config and tools; the AI SDK checks the rest).
+ */
+export function assertOrchestratedAgentSettings(settings: unknown): void {
+  const issues = optionIssues(orchestratedAgentSchema, settings);
+  if (isObject(settings)) {
+    const { manager, config, tools } = settings as Partial<Record<'manager' | 'config' | 'tools', unknown>>;
+    issues.push(...configIssues(manager, config, tools));
+  }
+  throwOnErrors(issues, 'OrchestratedAgent settings');
+}
+
+/**
+ * The problems of a config as the manager compiles it (cached per config object), and of its
+ * rule conditions against the input schemas of `tools` when they are given, prefixed `config`.
+ */
+export function configIssues(manager: unknown, config: unknown, tools?: unknown): TemplateIssue[] {
+  if (!managerSchema.safeParse(manager).success || !isObject(config)) return [];
+  try {
+    const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource);
+    if (!isObject(tools)) return [];
+    const base = 'orchestration' in config ? 'orchestration' : '';
+    return prefixIssues([...ruleConditionIssues(plan, tools as ToolSet, base)], 'config');
+  } catch (error) {
+    if (!TemplateConfigError.isInstance(error)) throw error;
+    return prefixIssues(
+      error.issues.filter((issue) => issue.severity === 'error'),
+      'config',
+    );
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * An `approve` rule through the AI SDK's own approval flow: the model's call is shown to a
+ * person instead of running; an approval counts only for the call it was asked for, with the
+ * input it was asked for, while the session has not moved on; a denied or tampered call never
+ * runs. (Modelled on the approval bugs of peers: a stale approval applied to a newer call,
+ * declined tools that still ran, approval bypassed.)
+ */
+import { generateText, isStepCount, type ModelMessage, tool } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { mockModel } from '../../test/helpers/mock-model.js';
+import type { OrchestrationEvent } from '../core/events.js';
+import type { OrchestrationConfig } from '../core/schema.js';
+import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { orchestrate } from './orchestrate.js';
+
+const config: OrchestrationConfig = {
+  rules: [{ tools: ['pay'], when: 'args.amount > 100', effect: 'approve', reason: 'Payments over 100 need a person' }],
+  steps: [{ name: 'Checkout', isDefault: true }],
+};
+const user: ModelMessage = { role: 'user', content: 'Pay the invoice' };
+
+function app() {
+  const events: OrchestrationEvent[] = [];
+  const manager = createOrchestrationManager({ onEvent: (event) => events.push(event) });
+  const paid: number[] = [];
+  const tools = {
+    pay: tool({
+      inputSchema: z.object({ amount: z.number() }),
+      execute: async ({ amount }) => {
+        paid.push(amount);
+        return `paid ${amount}`;
+      },
+    }),
+    search: tool({ inputSchema: z.object({}), execute: async () => 'found' }),
+  };
+  const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0]) => {
+    const { model, calls } = mockModel(policy);
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
+    const result = await generateText({ model, messages, stopWhen: isStepCount(4), ...orchestration });
+    await orchestration.settled();
+    return { result, calls };
+  };
+  return { manager, events, paid, turn };
+}
+
+const pays = (amount: number, id = `pay-${amount}`) => [
+  { calls: [{ tool: 'pay', id, input: { amount } }] },
+  { text: 'Done.' },
+];
+
+type ApprovalRequest<PART> = Extract<PART, { type: 'tool-approval-request' }>;
+
+/** The approval requests a person is shown (not the automatic ones). */
+const prompts = <PART extends { type: string }>(content: readonly PART[]): ApprovalRequest<PART>[] =>
+  content.filter(
+    (part): part is ApprovalRequest<PART> =>
+      part.type === 'tool-approval-request' && (part as { isAutomatic?: boolean }).isAutomatic !== true,
+  );
+
+const answer = (approvalId: string, approved: boolean): ModelMessage => ({
+  role: 'tool',
+  content: [{ type: 'tool-approval-response', approvalId, approved, ...(approved ? {} : { reason: 'no' }) }],
+});
+
+describe('an approve rule in the AI SDK loop', () => {
+  it('runs a small payment at once, and asks a person for a large one, which then runs once', async () => {
+    const { turn, paid, manager, events } = app();
+    await turn([user], pays(50));
+    expect(paid).toEqual([50]);
+
+    const first = await turn([user], pays(500));
+    expect(paid).toEqual([50]); // not yet: a person is asked
+    const [request] = prompts(first.result.content);
+    expect(request?.toolCall).toMatchObject({ toolName: 'pay', input: { amount: 500 } });
+    expect(events).toContainEqual(expect.objectContaining({ type: 'approval-requested', toolCallId: 'pay-500' }));
+    expect((await manager.getStateManager().getState('s'))?.approvals).toMatchObject([{ id: 'pay-500', tool: 'pay' }]);
+
+    const history = [user, ...first.result.response.messages, answer(request!.approvalId, true)];
+    await turn(history, [{ text: 'Paid.' }]);
+    expect(paid).toEqual([50, 500]);
+    const state = await manager.getStateManager().getState('s');
+    expect(state?.recentlyUsedTools).toEqual(['pay', 'pay']);
+    expect(state?.approvals).toBeUndefined();
+
+    // The same approval again (a replayed request): the call id ran already, nothing runs.
+    await turn(history, [{ text: 'Paid.' }]);
+    expect(paid).toEqual([50, 500]);
+  });
+
+  it('never runs a denied payment', async () => {
+    const { turn, paid } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    await turn([user, ...first.result.response.messages, answer(request!.approvalId, false)], [{ text: 'OK.' }]);
+    expect(paid).toEqual([]);
+  });
+
+  it('refuses an approval applied to other arguments (the client changed the amount)', async () => {
+    const { turn, paid, events } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    // The client edits the approved call's input in the history it sends back.
+    const tampered = JSON.parse(JSON.stringify(first.result.response.messages).replaceAll('500', '5000'));
+    await turn([user, ...tampered, answer(request!.approvalId, true)], [{ text: 'Hm.' }]);
+    expect(paid).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        tool: 'pay',
+        reason: expect.objectContaining({ code: 'approval-invalid' }),
+      }),
+    );
+  });
+
+  it('refuses an approval once the session moved on since it was asked', async () => {
+    const { turn, paid, events } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    // Meanwhile another turn of the session ran a tool.
+    await turn([user], [{ calls: [{ tool: 'search', id: 'meanwhile' }] }, { text: 'Searched.' }]);
+    await turn([user, ...first.result.response.messages, answer(request!.approvalId, true)], [{ text: 'Hm.' }]);
+    expect(paid).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        reason: expect.objectContaining({ code: 'approval-invalid', message: expect.stringContaining('moved on') }),
+      }),
+    );
+  });
+});
+
+describe("rule conditions against the tools' input schemas", () => {
+  it('refuses to orchestrate when a condition names a field the tool does not have', () => {
+    const manager = createOrchestrationManager();
+    const typo: OrchestrationConfig = {
+      rules: [{ tools: ['pay'], when: 'args.amout > 100', effect: 'approve', reason: 'Big payments' }],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    };
+    const tools = { pay: tool({ inputSchema: z.object({ amount: z.number() }), execute: async () => 'ok' }) };
+    expect(() => orchestrate({ manager, config: typo, sessionId: 's', tools })).toThrow(
+      /config\.rules\[0\]\.when: for tool "pay": No such key: amout/,
+    );
+    expect(() => orchestrate({ manager, config, sessionId: 's', tools })).not.toThrow();
+  });
+});
