@@ -91,6 +91,17 @@ describe('runChat', () => {
     expect(run.stdout).not.toContain(EV);
   });
 
+  it('answers /help itself and refuses an unknown /command, sending neither to the model', async () => {
+    const run = await chat({ lines: ['/help', '/sate', '/etc/hosts is missing'], model: 'offline' });
+    expect(run.code).toBe(ChatExitCode.ok);
+    expect(run.stdout).toContain('/exit, /quit   end the chat');
+    expect(run.stdout).toContain('Unknown command /sate. /help lists the commands; nothing was sent.');
+    // Only the last line is a message: one turn, one model answer.
+    expect(run.stdout.match(/^> /gm)).toEqual(['> ']);
+    expect(run.stdout).toContain('> /etc/hosts is missing');
+    expect(run.stdout.match(/model steps?/g)).toHaveLength(1);
+  });
+
   it('skips empty lines', async () => {
     const run = await chat({ lines: ['', '   ', 'hello'], model: 'offline' });
     expect(run.stdout.match(/^> /gm)).toHaveLength(1);

@@ -9,17 +9,18 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { styleText } from 'node:util';
-import { type ModelMessage, NoSuchToolError } from 'ai';
+import { type ModelMessage, NoSuchToolError, type ToolSet } from 'ai';
 import yoctoSpinner, { type Spinner } from 'yocto-spinner';
 import { type Agent, createAgent } from '../agents/create-agent.js';
 import { CoreLLM, createLLM, MissingApiKeyError, parseModelSpec, templateLLMOptions } from '../ai-sdk/core-llm.js';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
 import { type StepInfo, ToolRejectedError } from '../ai-sdk/orchestrate.js';
-import { BatonError } from '../core/errors.js';
+import { BatonError, MissingDependencyError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { resolveStore } from '../stores/resolve-store.js';
 import type { SessionStore } from '../stores/types.js';
 import { loadTemplate } from '../templates/load-template.js';
+import { assertToolsProvided, loadToolModule } from './tool-module.js';
 
 /** Options of {@link runChat}. */
 export interface ChatOptions {
@@ -31,6 +32,8 @@ export interface ChatOptions {
   session?: string | undefined;
   /** Where session state lives (`memory:`, `sqlite:path`, `redis://…`, `postgres://…`; default memory). */
   store?: string | undefined;
+  /** A module whose named exports are the app's AI SDK tools (`--tools`; see `tool-module.ts`). */
+  toolsPath?: string | undefined;
   /** Environment for `BATON_MODEL` and API keys (default `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
   /** Where user lines come from (default `process.stdin`). */
@@ -55,6 +58,18 @@ export const ChatExitCode = {
 
 /** Lines that end the chat. */
 const EXIT_COMMANDS = new Set(['/exit', '/quit']);
+/**
+ * A line that is one `/word` is a command of the chat, never a message to the model (a message
+ * such as "/etc/hosts is missing" has more than a word, and goes to the model).
+ */
+const COMMAND = /^\/[a-z]+$/i;
+/** What `/help` prints. */
+const HELP = [
+  'Commands:',
+  '  /help          this list',
+  '  /exit, /quit   end the chat (so do Ctrl-C and the end of the input)',
+  'Any other line is a message to the agent.',
+].join('\n');
 
 /** The model the chat uses, and a notice when it is not the one asked for. */
 export interface ChosenModel {
@@ -95,15 +110,23 @@ export function chooseModel(
     const llm = createLLM({ ...fromTemplate, env });
     return { llm, label: `${llm.provider}:${llm.modelId}` };
   } catch (error) {
-    const why = MissingApiKeyError.isInstance(error)
-      ? `${error.variable} is not set`
-      : BatonError.isInstance(error)
-        ? error.message
-        : String(error);
+    // What is wrong, and the fix for that: a key to set, a package to install, or another model.
+    let why: string;
+    let fix: string;
+    if (MissingApiKeyError.isInstance(error)) {
+      why = `${error.variable} is not set`;
+      fix = `Set ${error.variable}, or pass --model.`;
+    } else if (MissingDependencyError.isInstance(error)) {
+      why = `its package ${error.packageName} is not installed`;
+      fix = `Run \`npm install ${error.packageName}\`, or pass --model.`;
+    } else {
+      why = BatonError.isInstance(error) ? error.message : String(error);
+      fix = 'Pass --model.';
+    }
     return {
       llm: offline(),
       label: 'offline',
-      notice: `the template's model ${wanted} cannot be used (${why}); using the offline model instead. Set the key, or pass --model.`,
+      notice: `the template's model ${wanted} cannot be used (${why}); using the offline model instead. ${fix}`,
     };
   }
 }
@@ -139,12 +162,20 @@ export async function runChat(options: ChatOptions): Promise<number> {
   }
   if (chosen.notice) errorOutput.write(`${paint('yellow', 'baton chat:')} ${chosen.notice}\n`);
 
+  let tools: ToolSet = {};
+  try {
+    if (options.toolsPath) tools = await loadToolModule(options.toolsPath);
+    assertToolsProvided([template], tools, options.toolsPath);
+  } catch (error) {
+    return fail(`baton chat: ${error instanceof Error ? error.message : String(error)}`);
+  }
+
   let agent: Agent;
   let store: SessionStore | undefined;
   try {
     // Open the store now, so a wrong URL fails before the first question rather than during it.
     store = options.store ? await resolveStore(options.store) : undefined;
-    agent = createAgent(template, { model: chosen.llm, ...(store ? { store } : {}) });
+    agent = createAgent(template, { model: chosen.llm, tools, ...(store ? { store } : {}) });
   } catch (error) {
     // An open connection (Redis, PostgreSQL) would keep the process alive after the error.
     await store?.close().catch(() => undefined);
@@ -155,7 +186,7 @@ export async function runChat(options: ChatOptions): Promise<number> {
   output.write(
     `${paint('bold', template.name ?? template.id)} (${template.id}) · model ${chosen.label} · session ${sessionId}\n`,
   );
-  output.write(paint('dim', 'Type a message; /exit or Ctrl-C to quit.\n'));
+  output.write(paint('dim', 'Type a message; /help for commands, /exit or Ctrl-C to quit.\n'));
 
   const screen = new Screen(output, tty, paint);
   const lines = createInterface({
@@ -195,6 +226,15 @@ export async function runChat(options: ChatOptions): Promise<number> {
         continue;
       }
       if (EXIT_COMMANDS.has(line)) break;
+      if (COMMAND.test(line)) {
+        output.write(
+          line === '/help'
+            ? `${HELP}\n`
+            : `${paint('yellow', `Unknown command ${line}.`)} /help lists the commands; nothing was sent.\n`,
+        );
+        prompt();
+        continue;
+      }
       if (!interactive) output.write(`\n${paint('cyan', '>')} ${line}\n`);
       // An id makes every line a new message for the orchestration (resetSequenceOn
       // "new_message"), even when it repeats an earlier question of a kept session.

@@ -2,6 +2,7 @@
  * The `baton` command line: one commander program, one sibling sub-command per file
  * (`chat` now; `serve`, `validate`, `simulate`, `graph` are added the same way).
  */
+import type { ToolSet } from 'ai';
 import { Command } from 'commander';
 import { chatCommand } from './chat-command.js';
 import { graphCommand } from './graph-command.js';
@@ -19,6 +20,12 @@ export interface CliContext {
   signal: AbortSignal;
   /** Records the exit code a command wants (the bin sets `process.exitCode` from it). */
   setExitCode(code: number): void;
+  /**
+   * Tool implementations over the built-in ones, for a program that runs `baton serve` with its
+   * own tools (the bin passes none). Workers of `--workers` run the same program, so they get
+   * them too.
+   */
+  tools?: ToolSet;
 }
 
 /** Builds the `baton` program; add a sub-command with `program.addCommand(xCommand(context))`. */

@@ -58,6 +58,10 @@ export function serveCommand(context: CliContext): Command {
       'model for every agent: offline | openai:<model> | anthropic:<model> | openai-compatible:<model>@<baseURL> (default: $BATON_MODEL, else each template’s own, else offline when its key is not set)',
     )
     .option(
+      '--tools <module>',
+      'your tools: a .js (or, on Node.js 22.18+, .ts) module whose named exports are AI SDK tools, by the names templates use',
+    )
+    .option(
       '--stateless',
       'keep no state on the server: it travels signed in x-orchestration-state (keys from $BATON_STATE_KEYS)',
       false,
@@ -99,6 +103,12 @@ export function serveCommand(context: CliContext): Command {
     )
     .addOption(
       new Option(
+        '--lease <ms>',
+        "how long a running tool call's reservation lasts without renewal (its process renews it while the call runs; default 120000)",
+      ).argParser(integer('--lease', 1)),
+    )
+    .addOption(
+      new Option(
         '--workers <n>',
         '"auto" (one per core) or a number: processes serving the same port; more than 1 needs a shared store (sqlite:, redis://, postgres://)',
       )
@@ -133,7 +143,12 @@ export function serveCommand(context: CliContext): Command {
     )
     .option(
       '--otel',
-      'export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318): requests, AI SDK spans and every orchestration decision (see docs/telemetry.md)',
+      'export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318): requests, AI SDK spans and every orchestration decision, without what users and tools said (see docs/telemetry.md)',
+      false,
+    )
+    .option(
+      '--otel-record-content',
+      'with --otel, export what users and tools said too: messages, instructions, tool definitions, tool inputs and outputs (personal data and secrets reach your trace backend)',
       false,
     )
     .addOption(
@@ -143,7 +158,7 @@ export function serveCommand(context: CliContext): Command {
     )
     .addHelpText(
       'after',
-      '\nEnvironment: BATON_API_KEY (require Authorization: Bearer), BATON_STATE_KEYS (--stateless), BATON_STORE, BATON_MODEL, PORT.\n\nExamples:\n  baton serve examples/agents --model offline\n  baton serve agents/ --store redis://127.0.0.1:6379 --port 8080',
+      '\nEnvironment: BATON_API_KEY (require Authorization: Bearer), BATON_STATE_KEYS (--stateless), BATON_APPROVAL_KEYS (sign tool approvals; default: the state keys, else a key made at start, so approvals do not survive a restart), BATON_STORE, BATON_MODEL, PORT.\n\nExamples:\n  baton serve examples/agents --model offline\n  baton serve agents/ --store redis://127.0.0.1:6379 --port 8080\n  baton serve agents/ --tools ./tools.js',
     )
     .action(
       async (
@@ -153,6 +168,7 @@ export function serveCommand(context: CliContext): Command {
           host: string;
           store: string;
           model?: string;
+          tools?: string;
           stateless: boolean;
           cors: string;
           bodyLimit?: number;
@@ -165,8 +181,10 @@ export function serveCommand(context: CliContext): Command {
           maxTurns?: number;
           maxQueuedTurns?: number;
           eventLog: number;
+          lease?: number;
           offlineDelay: number;
           otel: boolean;
+          otelRecordContent: boolean;
           logLevel: string;
         },
       ) => {
@@ -176,6 +194,7 @@ export function serveCommand(context: CliContext): Command {
           host: flags.host,
           store: flags.store,
           model: flags.model,
+          toolsPath: flags.tools,
           stateless: flags.stateless,
           corsOrigins: flags.cors
             .split(',')
@@ -190,13 +209,16 @@ export function serveCommand(context: CliContext): Command {
           maxTurns: flags.maxTurns,
           maxQueuedTurns: flags.maxQueuedTurns,
           eventLog: flags.eventLog,
+          leaseMs: flags.lease,
           offlineDelayMs: flags.offlineDelay,
           otel: flags.otel,
+          otelRecordContent: flags.otelRecordContent,
           logLevel: flags.logLevel,
           env: context.env,
           stdout: context.stdout as Writable & { isTTY?: boolean },
           stderr: context.stderr as Writable,
           signal: context.signal,
+          ...(context.tools ? { tools: context.tools } : {}),
           // Workers share the stateless replay marks through the store; one process keeps them in memory.
           ...(flags.stateless && flags.workers > 1 ? { replayStore: flags.store } : {}),
         };

@@ -89,6 +89,9 @@ describe('baton serve', () => {
     await expect(startServer(options({ stateless: true, env: { BATON_STATE_KEYS: 'short' } }).opts)).rejects.toThrow(
       /BATON_STATE_KEYS: .*32/,
     );
+    await expect(
+      startServer(options({ env: { BATON_APPROVAL_KEYS: `${'k'.repeat(32)},short` } }).opts),
+    ).rejects.toThrow(/BATON_APPROVAL_KEYS\[1\]: the key is 5 bytes long; use at least 32/);
   });
 
   it('refuses a headers timeout longer than the request timeout, naming both flags', async () => {

@@ -4,11 +4,12 @@
  */
 import { readdir, stat } from 'node:fs/promises';
 import { type Server, ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { styleText } from 'node:util';
-import { type Http2Bindings, type HttpBindings, serve } from '@hono/node-server';
+import { createAdaptorServer, type Http2Bindings, type HttpBindings } from '@hono/node-server';
+import type { ToolSet } from 'ai';
 import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
@@ -21,10 +22,11 @@ import {
   type StatelessOptions,
 } from '../server/create-app.js';
 import { redact } from '../stores/resolve-store.js';
-import { parseStateKeys } from '../stores/state-token.js';
+import { parseSigningKeys, parseStateKeys } from '../stores/state-token.js';
 import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
 import { chooseModel } from './chat.js';
 import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
+import { assertToolsProvided, loadToolModule } from './tool-module.js';
 
 /** Options of {@link runServe}, as the `serve` command parsed them. */
 export interface ServeOptions {
@@ -41,6 +43,8 @@ export interface ServeOptions {
   replayStore?: string | undefined;
   /** Model spec for every agent; default each template's own, else offline. */
   model?: string | undefined;
+  /** A module whose named exports are the app's AI SDK tools (`--tools`; see `tool-module.ts`). */
+  toolsPath?: string | undefined;
   stateless: boolean;
   corsOrigins: string[];
   bodyLimit?: number | undefined;
@@ -55,26 +59,40 @@ export interface ServeOptions {
   keepAliveTimeoutMs?: number | undefined;
   /**
    * Set in a worker of `--workers` (its cluster id): the server prints no banner (the primary
-   * prints the first worker's), only worker 1 prints template warnings, and every log line
-   * carries `worker: <id>`.
+   * prints one for all), only worker 1 prints template warnings, and every log line carries
+   * `worker: <id>`.
    */
   worker?: number | undefined;
+  /**
+   * Set in a worker of `--workers`: the URL the primary listens at. This process then listens
+   * on no port: it serves the connections the primary hands it ({@link RunningServer.accept}).
+   */
+  primaryUrl?: string | undefined;
   /** Chat turns that run at once (`createApp`'s `maxTurns`). */
   maxTurns?: number | undefined;
   /** Chat turns that wait for a slot (`createApp`'s `maxQueuedTurns`). */
   maxQueuedTurns?: number | undefined;
   /** Decisions kept per session for timelines (the manager's `eventLog`; default {@link DEFAULT_EVENT_LOG}). */
   eventLog?: number | undefined;
+  /** Lease of a reserved tool call in ms (`createApp`'s `leaseMs`; default 120,000). */
+  leaseMs?: number | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;
   /** Export traces over OTLP/HTTP (`docs/telemetry.md`). */
   otel?: boolean | undefined;
+  /**
+   * With `otel`: the AI SDK's spans record what users and tools said too (messages,
+   * instructions, tool definitions, inputs and outputs); see `createApp`'s `telemetry.recordContent`.
+   */
+  otelRecordContent?: boolean | undefined;
   logLevel: string;
   env: Readonly<Record<string, string | undefined>>;
   stdout: Writable & { isTTY?: boolean };
   stderr: Writable;
   /** Stops the server when aborted. */
   signal: AbortSignal;
+  /** Tool implementations over the built-in ones (`createApp`'s `tools`). */
+  tools?: ToolSet | undefined;
 }
 
 /** A started server: where it listens, and how to stop it. */
@@ -83,6 +101,11 @@ export interface RunningServer {
   app: BatonApp;
   /** What it printed (or, in a worker, would have printed) once listening: URL, store, agents. */
   banner: readonly string[];
+  /**
+   * Serves a connection accepted elsewhere (by the primary of `--workers`), as if this server
+   * had accepted it; after `signal` aborted, closes it instead.
+   */
+  accept(socket: Socket): void;
   /** Resolves once the server stopped, after `signal` aborted. */
   closed: Promise<void>;
 }
@@ -124,8 +147,18 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     if (announce) options.stdout.write(`${line}\n`);
   };
   const timeouts = httpTimeouts(options);
+  if (options.otelRecordContent && !options.otel) {
+    throw new ServeSetupError('--otel-record-content needs --otel: it says what the exported traces record.');
+  }
 
   const templates = await loadAgents(options.agentsPath);
+  // The embedding program's tools (CliContext.tools), then the --tools module's over them.
+  const tools = { ...options.tools, ...(options.toolsPath ? await loadToolModule(options.toolsPath) : {}) };
+  assertToolsProvided(
+    templates.map(({ template }) => template),
+    tools,
+    options.toolsPath,
+  );
   const served: ServedAgent[] = [];
   const modelLines: string[] = [];
   for (const { template, warnings } of templates) {
@@ -137,6 +170,15 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     modelLines.push(
       `  ${paint('bold', template.id.padEnd(24))} ${chosen.label}${chosen.notice ? paint('yellow', `  (${chosen.notice})`) : ''}`,
     );
+  }
+
+  let approvalKeys: string[] | undefined;
+  if (options.env.BATON_APPROVAL_KEYS !== undefined) {
+    try {
+      approvalKeys = parseSigningKeys(options.env.BATON_APPROVAL_KEYS, 'BATON_APPROVAL_KEYS');
+    } catch (error) {
+      throw new ServeSetupError(error instanceof Error ? error.message : String(error));
+    }
   }
 
   let manager: OrchestrationManager | undefined;
@@ -152,15 +194,20 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       stateless = {
         keys: parseStateKeys(raw),
         ...(options.replayStore !== undefined ? { replayStore: options.replayStore } : {}),
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
       };
     } catch (error) {
       throw new ServeSetupError(`BATON_STATE_KEYS: ${error instanceof Error ? error.message : String(error)}`);
     }
   } else {
-    manager = createOrchestrationManager({ store: options.store, eventLog: options.eventLog ?? DEFAULT_EVENT_LOG });
+    manager = createOrchestrationManager({
+      store: options.store,
+      eventLog: options.eventLog ?? DEFAULT_EVENT_LOG,
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+    });
     try {
       // Opened now, so a wrong URL or a server that is down stops the start, not the first chat.
-      await (await manager.getStateManager().store()).get('baton-startup-check');
+      await manager.getStateManager().getState('baton-startup-check');
     } catch (error) {
       await manager.close().catch(() => undefined);
       throw new ServeSetupError(
@@ -177,9 +224,6 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       await manager?.close().catch(() => undefined);
       throw new ServeSetupError(error instanceof Error ? error.message : String(error));
     }
-    if (manager) otel.instrument(manager);
-    // A stateless app builds its manager itself: its events reach the exporter through onEvent.
-    if (stateless) stateless = { ...stateless, onEvent: otel.telemetry.listener };
   }
 
   const logger = pino(
@@ -188,8 +232,11 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   );
   const app = createApp({
     agents: served,
+    tools,
     ...(manager ? { manager } : {}),
     ...(stateless ? { stateless } : {}),
+    // Without keys: the state keys (stateless), or a key made now, which --workers shares.
+    ...(approvalKeys ? { approvalKeys } : {}),
     env: options.env,
     ...(options.env.BATON_API_KEY ? { apiKey: options.env.BATON_API_KEY } : {}),
     corsOrigins: options.corsOrigins,
@@ -198,45 +245,46 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     ...(options.maxMessageChars !== undefined ? { maxMessageChars: options.maxMessageChars } : {}),
     ...(options.maxTurns !== undefined ? { maxTurns: options.maxTurns } : {}),
     ...(options.maxQueuedTurns !== undefined ? { maxQueuedTurns: options.maxQueuedTurns } : {}),
+    ...(otel ? { telemetry: { tracer: otel.tracer, recordContent: options.otelRecordContent ?? false } } : {}),
     logger,
   });
 
-  const server = await new Promise<Server>((resolveListening, reject) => {
-    const fetch = closeWhenBodyUnread(otel ? otel.traceRequests(app.fetch) : app.fetch);
-    const listening = serve(
-      {
-        fetch,
-        port: options.port,
-        hostname: options.host,
-        serverOptions: {
-          headersTimeout: timeouts.headers,
-          requestTimeout: timeouts.request,
-          keepAliveTimeout: timeouts.keepAlive,
-          // Node checks the headers and request timeouts only this often (30 s by default,
-          // which would let a 10 s headers timeout fire after up to 40 s).
-          connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(timeouts.headers / 4))),
-        },
-      },
-      () => resolveListening(listening as Server),
-    );
-    listening.once('error', (error: NodeJS.ErrnoException) => {
-      reject(
-        new ServeSetupError(
-          error.code === 'EADDRINUSE'
-            ? `port ${options.port} on ${options.host} is in use; pass --port <another> (0 picks a free one).`
-            : `cannot listen on ${options.host}:${options.port}: ${error.message}`,
-        ),
-      );
-    });
-  }).catch(async (error: unknown) => {
-    await manager?.close().catch(() => undefined);
-    await otel?.shutdown().catch(() => undefined);
-    throw error;
+  const server = createAdaptorServer({
+    fetch: closeWhenBodyUnread(app.fetch),
+    hostname: options.host,
+    serverOptions: {
+      headersTimeout: timeouts.headers,
+      requestTimeout: timeouts.request,
+      keepAliveTimeout: timeouts.keepAlive,
+      // Node checks the headers and request timeouts only this often (30 s by default,
+      // which would let a 10 s headers timeout fire after up to 40 s).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(timeouts.headers / 4))),
+    },
+  }) as Server;
+  // Connections accepted here and handed over alike: stopping waits for every one of them.
+  const open = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
   });
 
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const url = `http://${host}:${address.port}`;
+  let url: string;
+  if (options.primaryUrl !== undefined) {
+    url = options.primaryUrl;
+    // Node starts checking the headers and request timeouts (and tracking connections for
+    // closeIdleConnections) when a server emits 'listening'. This one never listens: its
+    // connections come from the primary, and they need those timeouts all the same.
+    server.emit('listening');
+  } else {
+    try {
+      await listen(server, options);
+    } catch (error) {
+      await manager?.close().catch(() => undefined);
+      await otel?.shutdown().catch(() => undefined);
+      throw error;
+    }
+    url = urlOf(server.address() as AddressInfo);
+  }
   say(`Baton listening on ${url}`);
   say(
     `Store: ${stateless ? `none (stateless: state travels in the x-orchestration-state header${options.replayStore ? `; replay marks in ${redact(options.replayStore)}` : ''})` : redact(options.store)}`,
@@ -244,30 +292,62 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   say(`Agents (${served.length}):`);
   for (const line of modelLines) say(line);
   if (otel) {
+    const content = options.otelRecordContent
+      ? 'message and tool content recorded'
+      : 'message and tool content not recorded';
     say(
-      `Traces: OTLP/HTTP to ${otel.endpoint}${otel.aiSdkSpans ? ' (with AI SDK spans)' : ' (AI SDK spans: npm install @ai-sdk/otel)'}`,
+      `Traces: OTLP/HTTP to ${otel.endpoint} (${otel.aiSdkSpans ? `with AI SDK spans; ${content}` : 'AI SDK spans: npm install @ai-sdk/otel'})`,
     );
   }
   say(`Inspector: ${url}/   API: ${url}/api/agents   Stop: Ctrl-C`);
 
   const closed = new Promise<void>((resolveClosed) => {
     const stop = () => {
-      // Open chat streams would hold close() forever; give them a moment, then cut them.
+      // Open chat streams would hold the stop forever; give them a moment, then cut them.
       const force = setTimeout(() => server.closeAllConnections(), 2000);
       force.unref();
-      server.close(() => {
-        clearTimeout(force);
-        // Spans still buffered are exported before the process is told it may exit.
-        void Promise.all([manager?.close(), otel?.shutdown()])
-          .catch(() => undefined)
-          .then(() => resolveClosed());
-      });
-      server.closeIdleConnections();
+      // Stops listening (if this process listens) and closes the idle connections.
+      server.close();
+      void Promise.all([...open].map((socket) => new Promise((resolve) => socket.once('close', resolve))))
+        .then(() => {
+          clearTimeout(force);
+          // Spans still buffered are exported before the process is told it may exit.
+          return Promise.all([manager?.close(), otel?.shutdown()]);
+        })
+        .catch(() => undefined)
+        .then(() => resolveClosed());
     };
     if (options.signal.aborted) stop();
     else options.signal.addEventListener('abort', stop, { once: true });
   });
-  return { url, app, banner, closed };
+  const accept = (socket: Socket) => {
+    if (options.signal.aborted) socket.destroy();
+    // Documented by node:http: a server serves a connection emitted to it like one it accepted.
+    else server.emit('connection', socket);
+  };
+  return { url, app, banner, accept, closed };
+}
+
+/** Listens on `options.port` and `options.host`; a port in use is a {@link ServeSetupError} saying what to do. */
+export function listen(server: NetServer, options: Pick<ServeOptions, 'port' | 'host'>): Promise<void> {
+  return new Promise<void>((resolveListening, reject) => {
+    const fail = (error: NodeJS.ErrnoException) =>
+      reject(
+        new ServeSetupError(
+          error.code === 'EADDRINUSE'
+            ? `port ${options.port} on ${options.host} is in use; pass --port <another> (0 picks a free one).`
+            : `cannot listen on ${options.host}:${options.port}: ${error.message}`,
+        ),
+      );
+    server.once('error', fail);
+    server.listen(options.port, options.host, () => resolveListening());
+  });
+}
+
+/** `http://<host>:<port>` of a listening address, IPv6 hosts in brackets. */
+export function urlOf(address: AddressInfo): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
 }
 
 /** The node:http timeouts of {@link ServeOptions}, defaulted and checked against each other. */

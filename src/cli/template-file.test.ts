@@ -97,7 +97,7 @@ describe('checkTemplateText', () => {
       ['orchestration.steps[1].conditions[0].value', 7, 37], // missing: the condition object
     ]);
     expect(formatFileIssue(result.issues[0]!)).toBe(
-      'agent.json:6:41: error: orchestration.steps[0].conditons: unknown key "conditons" (known keys: name, description, isDefault, conditions, availableTools, sequence, requireSequence, resetSequenceOn, instructions, shadow, budget) [unknown_key]\n  hint: did you mean "conditions"?',
+      'agent.json:6:41: error: orchestration.steps[0].conditons: unknown key "conditons" (known keys: name, description, isDefault, conditions, availableTools, sequence, requireSequence, resetSequenceOn, instructions, shadow, budget, rules) [unknown_key]\n  hint: did you mean "conditions"?',
     );
   });
 

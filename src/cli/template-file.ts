@@ -8,6 +8,7 @@ import { styleText } from 'node:util';
 import type { AgentTemplate } from '../core/schema.js';
 import { formatPath, type TemplateIssue, TemplateIssueCode } from '../core/template-issues.js';
 import { type ValidateTemplateOptions, validateTemplate } from '../core/validate-template.js';
+import { unreadableFileIssue } from '../templates/load-template.js';
 
 /** A line and column in a text, both from 1. */
 export interface TextPosition {
@@ -37,22 +38,7 @@ export async function readTemplateFile(
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason =
-      code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (error as Error).message;
-    return {
-      ok: false,
-      file,
-      issues: [
-        {
-          file,
-          code: TemplateIssueCode.InvalidJson,
-          severity: 'error',
-          path: '',
-          message: `cannot read the file: ${reason}`,
-        },
-      ],
-    };
+    return { ok: false, file, issues: [{ file, ...unreadableFileIssue(file, error) }] };
   }
   return checkTemplateText(text, file, options);
 }

@@ -2,9 +2,8 @@
  * The JSON shapes of the HTTP API, shared by the server, its tests and the web inspector
  * (which imports these types only, never server code).
  */
-import type { UIMessage } from 'ai';
+import type { OrchestrationSnapshot, OrchestrationUIMessage } from '../ai-sdk/orchestration-snapshot.js';
 import type { ToolDenial } from '../core/events.js';
-import type { TokenUsage } from '../core/state.js';
 import type { TemplateGraph } from '../core/template-graph.js';
 import type { TemplateIssue } from '../core/template-issues.js';
 
@@ -60,64 +59,11 @@ export interface AgentDetailResponse extends AgentSummary {
   mermaid: string;
 }
 
-/** The active sequence of a session, when its step has one. */
-export interface SequenceProgress {
-  /** Positions; each lists its alternative tools. */
-  tools: string[][];
-  /** How many positions are done. */
-  index: number;
-  length: number;
-  completed: boolean;
-  /** True when no allowed tool can fill the current position. */
-  blocked: boolean;
-}
-
-/**
- * The payload of every `data-orchestration` part of a chat stream (one part, id
- * `orchestration`, replaced in place after every model step) and the core of a session view.
- */
-export interface OrchestrationSnapshot {
-  sessionId: string;
-  agentId: string;
-  /** Model step of the turn this snapshot precedes (0 = first), or null for the end of the turn. */
-  stepNumber: number | null;
-  activeStep: string | null;
-  stepDescription: string | null;
-  sequence: SequenceProgress | null;
-  allowedTools: string[];
-  recentlyUsedTools: string[];
-  tokenUsage: TokenUsage;
-  /** True on the part sent after the turn ended (the state then is final). */
-  final: boolean;
-  /**
-   * Shadow mode (the template's or the active step's `shadow`): every tool is offered and
-   * nothing is enforced; `wouldOffer` lists what enforcement would have offered.
-   */
-  shadow?: { wouldOffer: string[] };
-  /** A spent token budget: no tool is offered (reported only, in shadow mode). */
-  budget?: { scope: 'session' | 'step'; step: string | null; limit: number; used: number };
-  /**
-   * On the final part only, when the turn ended with the active step's sequence unfinished (the
-   * model answered first, or the turn waits for a person's approval).
-   */
-  sequenceIncomplete?: SequenceIncompleteSummary;
-  /** Stateless mode only: the signed state to send back as `x-orchestration-state` next time. */
-  stateToken?: string;
-}
-
-/** Where a turn left an unfinished sequence (the `sequence-incomplete` event). */
-export interface SequenceIncompleteSummary {
-  step: string;
-  /** Positions done, of `length`. */
-  index: number;
-  length: number;
-  /** The tools that would fill the next position. */
-  expected: string[];
-  /** The step has `requireSequence`. */
-  required: boolean;
-  /** The turn stopped for a person to approve a tool call. */
-  awaitingApproval: boolean;
-}
+export type {
+  OrchestrationSnapshot,
+  SequenceIncompleteSummary,
+  SequenceProgress,
+} from '../ai-sdk/orchestration-snapshot.js';
 
 /** One tool in a session view: allowed now, or why not. */
 export interface ToolStatus {
@@ -178,7 +124,4 @@ export interface HealthResponse {
 }
 
 /** The chat's UI message type: metadata names the session, and `data-orchestration` parts carry snapshots. */
-export type BatonUIMessage = UIMessage<
-  { sessionId: string; agentId: string },
-  { orchestration: OrchestrationSnapshot }
->;
+export type BatonUIMessage = OrchestrationUIMessage<{ sessionId: string; agentId: string }>;

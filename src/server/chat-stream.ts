@@ -18,11 +18,8 @@
 import { type FinishReason, UI_MESSAGE_STREAM_HEADERS, type UIMessageChunk } from 'ai';
 import type { Logger } from 'pino';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
-import { BatonError } from '../core/errors.js';
+import { clientErrorText, orchestrationPartsTransformer } from '../ai-sdk/orchestration-parts.js';
 import type { OrchestrationSnapshot } from './api-types.js';
-
-/** The id every `data-orchestration` part shares, so a client keeps one and replaces it in place. */
-export const ORCHESTRATION_PART_ID = 'orchestration';
 
 /** What {@link chatResponse} needs from the route. */
 export interface ChatResponseOptions {
@@ -43,39 +40,30 @@ const DONE = encoder.encode('data: [DONE]\n\n');
 /** Streams the turn as the response; see the module comment. */
 export function chatResponse(options: ChatResponseOptions): Response {
   const { result, sessionId, agentId, steps, logger } = options;
-  const part = (data: OrchestrationSnapshot): UIMessageChunk =>
-    ({ type: 'data-orchestration', id: ORCHESTRATION_PART_ID, data }) as UIMessageChunk;
   const errorText = (error: unknown): string => {
-    logger.warn({ err: error, sessionId, agentId }, 'chat stream failed');
-    // Baton's own messages say what to do; others (a provider's) may carry details of the
-    // server, so the client gets the AI SDK's generic text.
-    return BatonError.isInstance(error) ? error.message : 'An error occurred.';
+    // The client has its 200 already and gets a generic text: the log is where the cause is.
+    logger.error({ err: error, sessionId, agentId }, 'chat stream failed');
+    return clientErrorText(error);
   };
 
-  const orchestratedEvents = new TransformStream<UIMessageChunk, Uint8Array>({
-    start(controller) {
-      controller.enqueue(event({ type: 'start', messageMetadata: { sessionId, agentId } }));
-    },
-    transform(chunk, controller) {
-      // The snapshot of a step was taken in prepareStep, before the step began.
-      if (chunk.type === 'start-step')
-        for (const snapshot of steps.splice(0)) controller.enqueue(event(part(snapshot)));
-      controller.enqueue(event(chunk));
-    },
-    async flush(controller) {
-      // A step that was prepared but never began (the turn was aborted) still shows what it offered.
-      for (const snapshot of steps.splice(0)) controller.enqueue(event(part(snapshot)));
-      let finishReason: FinishReason = 'error';
-      try {
-        controller.enqueue(event(part(await options.final())));
-        finishReason = await Promise.resolve(result.finishReason).catch(() => 'error' as const);
-      } catch (error) {
-        controller.enqueue(event({ type: 'error', errorText: errorText(error) }));
-      }
-      controller.enqueue(event({ type: 'finish', finishReason }));
-      controller.enqueue(DONE);
-    },
-  });
+  // The parts go where orchestrationParts() puts them in an app's own stream (one writer for
+  // both); this transform also frames and encodes each chunk, and writes the start and finish.
+  const orchestratedEvents = new TransformStream<UIMessageChunk, Uint8Array>(
+    orchestrationPartsTransformer<Uint8Array>({
+      steps,
+      final: options.final,
+      errorText,
+      write: (controller, chunk) => controller.enqueue(event(chunk)),
+      start: (controller) => controller.enqueue(event({ type: 'start', messageMetadata: { sessionId, agentId } })),
+      async end(controller, failed) {
+        const finishReason: FinishReason = failed
+          ? 'error'
+          : await Promise.resolve(result.finishReason).catch(() => 'error' as const);
+        controller.enqueue(event({ type: 'finish', finishReason }));
+        controller.enqueue(DONE);
+      },
+    }),
+  );
 
   const body = result
     .toUIMessageStream({

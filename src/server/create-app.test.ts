@@ -9,6 +9,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createState } from '../core/state.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { memoryStore } from '../stores/memory.js';
 import { encodeStateToken } from '../stores/state-token.js';
 import type { SessionStore } from '../stores/types.js';
 import { loadTemplate } from '../templates/load-template.js';
@@ -381,6 +382,42 @@ describe('the store', () => {
     const health = await app.request('/healthz');
     expect(health.status).toBe(503);
     expect(await health.json()).toMatchObject({ ok: false, store: 'broken' });
+  });
+
+  it('costs 4 round trips for a 3-tool research turn: the user message and the session claim ride on the first reservation', async () => {
+    const inner = memoryStore();
+    const trips: string[] = [];
+    const counting: SessionStore = {
+      name: 'counting',
+      get: (id) => {
+        trips.push('get');
+        return inner.get(id);
+      },
+      update: (id, fn) => {
+        trips.push('update');
+        return inner.update(id, fn);
+      },
+      readLog: (id) => inner.readLog!(id),
+      peek: (id) => inner.peek!(id), // no I/O: not a round trip
+      delete: (id) => inner.delete(id),
+      sweep: () => inner.sweep(),
+      close: () => inner.close(),
+    };
+    // With the event log the inspector reads (written at the end of every turn).
+    const app = makeApp({ manager: createOrchestrationManager({ store: counting, eventLog: 100 }) });
+    // A server that has been answering: the store is known to answer (the first turn after a
+    // start also checks that, with one more round trip, so that a store that is down is a 503).
+    await chat(app, 'Hello');
+    trips.length = 0;
+    const turn = await chat(app, RESEARCH);
+    expect(turn.snapshots.at(-1)).toMatchObject({ final: true, recentlyUsedTools: ['search', 'think', 'reflect'] });
+    // Three reservations (the first with the message and the claim), and the final record.
+    expect(trips).toEqual(['update', 'update', 'update', 'update']);
+    // A second turn of the same session costs the same: it begins from the store's last copy.
+    trips.length = 0;
+    await chat(app, 'And by 2040?', { sessionId: turn.sessionId });
+    expect(trips.length).toBeLessThanOrEqual(4);
+    expect(trips).not.toContain('get');
   });
 
   it('reports a healthy store', async () => {

@@ -8,18 +8,26 @@
  * every error code to its status (`http-errors.ts`).
  */
 import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ToolSet } from 'ai';
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { type Logger, pino } from 'pino';
-import type { CreateAgentOptions } from '../agents/create-agent.js';
+import type { AgentTelemetryOptions, CreateAgentOptions } from '../agents/create-agent.js';
 import type { AgentTemplate } from '../core/schema.js';
-import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import {
+  createOrchestrationManager,
+  type EventListener,
+  type OrchestrationManager,
+} from '../orchestration/orchestration-manager.js';
 import type { StoreSpec } from '../stores/resolve-store.js';
+import { createTelemetry, type TelemetryTracer } from '../telemetry/otel.js';
+import { approvalKeys, generateApprovalKey } from './approval-keys.js';
+import { assertCreateAppOptions } from './check-app-options.js';
 import { eventLoopPacer } from './event-loop.js';
 import { errorResponse, HttpError } from './http-errors.js';
-import { apiKeyAuth, bodySizeLimit, corsFor, requestLog } from './middleware.js';
+import { apiKeyAuth, bodySizeLimit, corsFor, requestLog, requestTelemetry } from './middleware.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
@@ -47,11 +55,27 @@ export interface CreateAppOptions {
    */
   eventLog?: number;
   /**
+   * How long a reserved tool call keeps its place without being renewed, in milliseconds
+   * (default 120,000), when no manager is given. A running call's process renews it every quarter
+   * of the lease, so this bounds how long a dead process can hold a call's place, not how long a
+   * tool may run.
+   */
+  leaseMs?: number;
+  /**
    * Keep no state on the server: it travels in the `x-orchestration-state` header as a token
    * signed with the first key (the others still verify, for rotation); an older token of a
    * session is refused (see {@link StatelessOptions.replayStore}).
    */
   stateless?: StatelessOptions;
+  /**
+   * Keys that sign the tool approvals this app's turns ask for (the first signs, the others still
+   * verify, for rotation); at least 32 bytes each. An approval a client sends back runs only if
+   * one of them signed it for that agent, session, call, tool and input. Default: in stateless
+   * mode the state keys; otherwise one random key made when the app is created, which only this
+   * app knows: approvals asked for before a restart are then refused, and so are approvals asked
+   * for by another process serving the same store (give every process the same keys).
+   */
+  approvalKeys?: readonly (string | Uint8Array)[];
   /** The model of agents that do not name their own (a spec such as `offline`, or a model). */
   model?: CreateAgentOptions['model'];
   /** Tool implementations by name, over the built-in ones. */
@@ -83,13 +107,31 @@ export interface CreateAppOptions {
    * more are refused with `503 server-busy` and `Retry-After`.
    */
   maxQueuedTurns?: number;
-  /** Request and error log (default: silent). */
+  /**
+   * Request and error log (a pino logger). Default: errors only (server faults, failed chat
+   * streams, failed state writes), as JSON lines on stderr; pass `pino({ level: 'silent' })` for none.
+   */
   logger?: Logger;
+  /**
+   * OpenTelemetry (see `docs/telemetry.md`). Given, the app records every orchestration decision
+   * of its sessions as span events and names on every span of a request the session and agent it
+   * served, and the route on the request's `SERVER` span. Whether given or not, the AI SDK's
+   * spans of its agents' model calls (when an AI SDK telemetry integration is registered) carry
+   * no message text, instructions, tool definitions, tool inputs or outputs unless
+   * `recordContent` is true.
+   */
+  telemetry?: AppTelemetryOptions;
   /**
    * Folder of the built inspector to serve at `/`; `false` for none. Default: the package's
    * `dist/web`, when it was built.
    */
   webRoot?: string | false;
+}
+
+/** Options of {@link CreateAppOptions.telemetry}. */
+export interface AppTelemetryOptions extends AgentTelemetryOptions {
+  /** The tracer of the decisions' spans and events. Default: the `baton` tracer of the global provider. */
+  tracer?: TelemetryTracer;
 }
 
 /** The Hono app, plus what it owns. */
@@ -130,22 +172,49 @@ export const DEFAULT_MAX_QUEUED_TURNS = 1024;
 /** The status nginx and other proxies log for a request its client abandoned. */
 const CLIENT_CLOSED_REQUEST = 499;
 
-const DEFAULT_WEB_ROOT = fileURLToPath(new URL('../../dist/web/', import.meta.url));
+/**
+ * The package's built inspector (`dist/web`, from `src/server` and `dist/server` alike), found
+ * when an app is created, never when this module loads. A path rather than
+ * `new URL('../../dist/web/', import.meta.url)`: bundlers (Next.js's Turbopack) resolve that
+ * form as an asset the bundle must contain, and fail the build when the folder is not there.
+ */
+function defaultWebRoot(): string {
+  return join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'web');
+}
 
 /** Builds the app; see the module comment and `docs/http-api.md`. */
 export function createApp(options: CreateAppOptions): BatonApp {
-  const logger = options.logger ?? pino({ level: 'silent' });
+  assertCreateAppOptions(options);
+  // A fault answers the client "see the server's log": there must be one, even when the app
+  // was given no logger.
+  const logger = options.logger ?? pino({ level: 'error' }, process.stderr);
+  // Checked first: a key that is too short fails here, before a store is opened.
+  const approvals = options.approvalKeys
+    ? approvalKeys(options.approvalKeys, 'approvalKeys')
+    : options.stateless
+      ? approvalKeys(options.stateless.keys, 'stateless.keys')
+      : approvalKeys([generateApprovalKey()], 'approvalKeys');
+  const decisions = options.telemetry
+    ? createTelemetry(options.telemetry.tracer ? { tracer: options.telemetry.tracer } : {})
+    : undefined;
   const sessions: SessionSource = options.stateless
-    ? statelessSessions(options.stateless)
+    ? statelessSessions({
+        ...(decisions ? withListener(options.stateless, decisions.listener) : options.stateless),
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      })
     : storedSessions(
         options.manager ??
           createOrchestrationManager({
             store: options.store ?? 'memory:',
             eventLog: options.eventLog ?? DEFAULT_EVENT_LOG,
+            ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
           }),
         options.manager === undefined,
       );
+  // A stateless app's working copies report to the listener given above instead.
+  const stopRecording = decisions && !sessions.stateless ? decisions.instrument(sessions.manager) : undefined;
   const agents = buildAgents(options.agents, sessions.manager, {
+    telemetry: { recordContent: options.telemetry?.recordContent ?? false },
     ...(options.model !== undefined ? { model: options.model } : {}),
     ...(options.tools ? { tools: options.tools } : {}),
     ...(options.env ? { env: options.env } : {}),
@@ -175,6 +244,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
   });
 
   app.use(requestLog(logger));
+  if (options.telemetry) app.use(requestTelemetry());
   if (options.corsOrigins?.length) app.use('/api/*', corsFor(options.corsOrigins));
   if (options.apiKey) app.use('/api/*', apiKeyAuth(options.apiKey));
   app.use('/api/*', bodySizeLimit(options.bodyLimit ?? DEFAULT_BODY_LIMIT));
@@ -186,6 +256,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
     chatRoutes({
       agents,
       sessions,
+      approvals,
       limiter,
       maxMessages: options.maxMessages ?? DEFAULT_MAX_MESSAGES,
       maxMessageChars: options.maxMessageChars ?? DEFAULT_MAX_MESSAGE_CHARS,
@@ -193,11 +264,28 @@ export function createApp(options: CreateAppOptions): BatonApp {
     }),
   );
   app.route('/api/sessions', sessionRoutes(agents, sessions));
-  const webRoot = options.webRoot === undefined ? DEFAULT_WEB_ROOT : options.webRoot;
+  const webRoot = options.webRoot === undefined ? defaultWebRoot() : options.webRoot;
   if (webRoot !== false && existsSync(webRoot)) app.route('/', staticRoutes(webRoot));
 
   return Object.assign(app, {
     manager: sessions.stateless ? undefined : sessions.manager,
-    close: () => sessions.close(),
+    close: () => {
+      stopRecording?.();
+      return sessions.close();
+    },
   });
+}
+
+/** Stateless options whose `onEvent` also calls `listener`. */
+function withListener(stateless: StatelessOptions, listener: EventListener): StatelessOptions {
+  const own = stateless.onEvent;
+  return {
+    ...stateless,
+    onEvent: own
+      ? (event) => {
+          listener(event);
+          own(event);
+        }
+      : listener,
+  };
 }

@@ -17,6 +17,7 @@ import {
   BatonError,
   type BatonErrorCode,
   InvalidArgumentError,
+  SessionRefusedError,
   StoreClosedError,
   StoreConflictError,
   StoreUnavailableError,
@@ -43,9 +44,10 @@ afterAll(async () => {
 describe('the status table', () => {
   it('gives every code a status, and 4xx only to codes about the request', () => {
     for (const [code, status] of Object.entries(HTTP_STATUS_BY_CODE)) {
-      expect([400, 401, 404, 405, 409, 413, 500, 503], code).toContain(status);
+      expect([400, 401, 404, 405, 409, 413, 429, 500, 503], code).toContain(status);
     }
     expect(httpStatusOf('stale-state-token')).toBe(409);
+    expect(httpStatusOf('session-busy')).toBe(429);
     expect(httpStatusOf('server-busy')).toBe(503);
     expect(httpStatusOf('invalid-history')).toBe(400);
     expect(httpStatusOf('store-closed')).toBe(503);
@@ -63,6 +65,7 @@ describe('the status table', () => {
       [new InvalidArgumentError('sessionId', 'empty'), 'invalid-argument', 400],
       [new HttpError('stale-state-token', 'older token'), 'stale-state-token', 409],
       [new HttpError('server-busy', 'busy'), 'server-busy', 503],
+      [new SessionRefusedError('session-busy', 's', 'busy'), 'session-busy', 429],
     ];
     for (const [error, code, status] of cases) {
       const response = errorResponse(error);
@@ -70,7 +73,7 @@ describe('the status table', () => {
       expect(response.status).toBe(HTTP_STATUS_BY_CODE[code]);
       expect(response.body.error.code).toBe(code);
       expect(response.serverFault).toBe(false);
-      if (status === 503) expect(Number(response.headers['retry-after'])).toBeGreaterThan(0);
+      if (status === 503 || status === 429) expect(Number(response.headers['retry-after'])).toBeGreaterThan(0);
     }
   });
 

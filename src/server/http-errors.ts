@@ -10,7 +10,7 @@ import { BatonError, type BatonErrorCode } from '../core/errors.js';
 import type { ApiErrorBody } from './api-types.js';
 
 /** HTTP statuses this server answers errors with. */
-export type ErrorStatus = 400 | 401 | 404 | 405 | 409 | 413 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 404 | 405 | 409 | 413 | 429 | 500 | 503;
 
 /**
  * The status of every {@link BatonErrorCode}. Typed by the union, so adding a code without a
@@ -43,6 +43,8 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<BatonErrorCode, ErrorStatus>> 
   'not-available': 409,
   'body-too-large': 413,
   'message-too-large': 413,
+  // Too much waits behind the calls running in this session: the same request succeeds later.
+  'session-busy': 429,
   // Conditions of the server that pass: a retry (later, or on another process) may succeed.
   'store-unavailable': 503,
   'store-conflict': 503,
@@ -59,6 +61,7 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<BatonErrorCode, ErrorStatus>> 
   'missing-dependency': 500,
   'unsupported-runtime': 500,
   'tool-rejected': 500,
+  'lease-lost': 500,
   'internal-error': 500,
 });
 
@@ -67,7 +70,7 @@ export function httpStatusOf(code: BatonErrorCode): ErrorStatus {
   return HTTP_STATUS_BY_CODE[code];
 }
 
-/** Seconds a client should wait before retrying a 503, per code (default 1). */
+/** Seconds a client should wait before retrying a 429 or 503, per code (default 1). */
 const RETRY_AFTER_SECONDS: Partial<Record<BatonErrorCode, number>> = {
   'store-unavailable': 2,
   'store-closed': 2,
@@ -120,7 +123,7 @@ export function errorResponse(error: unknown): ErrorResponse {
     // names an argument of a function, which would mislead a client.
     const path = error instanceof HttpError ? error.path : undefined;
     const headers: Record<string, string> = error instanceof HttpError ? { ...error.headers } : {};
-    if (status === 503 && headers['retry-after'] === undefined) {
+    if ((status === 503 || status === 429) && headers['retry-after'] === undefined) {
       headers['retry-after'] = String(RETRY_AFTER_SECONDS[error.code] ?? 1);
     }
     return respond(status, error.code, error.message, path, headers);

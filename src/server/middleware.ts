@@ -1,12 +1,16 @@
 /**
- * What every `/api` request goes through before its route: the request log, CORS, the bearer
- * key and the body size limit, each Hono's own middleware where Hono has one.
+ * What every `/api` request goes through before its route: the request log, the request's
+ * telemetry, CORS, the bearer key and the body size limit, each Hono's own middleware where
+ * Hono has one.
  */
 import type { MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
 import { bodyLimit } from 'hono/body-limit';
 import { cors } from 'hono/cors';
+import { routePath } from 'hono/route';
 import type { Logger } from 'pino';
+import type { TelemetryAttributes } from '../telemetry/otel.js';
+import { agentAttributes, sessionAttributes, setHttpRoute, startRequestScope } from '../telemetry/request-scope.js';
 import { HttpError } from './http-errors.js';
 import { STATE_HEADER } from './session-source.js';
 
@@ -31,6 +35,30 @@ export function requestLog(logger: Logger): MiddlewareHandler {
     if (status >= 500 && status !== 503) logger.error(entry, 'request');
     else if (status >= 400 && status !== 499) logger.warn(entry, 'request');
     else logger.info(entry, 'request');
+  };
+}
+
+/**
+ * The request's part of the trace (`createApp({ telemetry })`): every span started while the
+ * request is handled joins its scope, which gets the agent and session the request served
+ * (from the route, the session header, or the first decision of the turn); the route goes to
+ * the `SERVER` span of OpenTelemetry's HTTP instrumentation as `http.route`.
+ */
+export function requestTelemetry(): MiddlewareHandler {
+  return async (c, next) => {
+    const scope = startRequestScope();
+    if (scope === undefined) return next(); // no @opentelemetry/api: nothing records
+    const unrouted = routePath(c);
+    await scope.run(next);
+    const params: Record<string, string | undefined> = c.req.param();
+    const attributes: TelemetryAttributes = {};
+    if (params.agentId) Object.assign(attributes, agentAttributes(params.agentId));
+    const sessionId = c.res.headers.get(SESSION_HEADER) ?? params.sessionId;
+    if (sessionId) Object.assign(attributes, sessionAttributes(sessionId));
+    scope.add(attributes);
+    // A request no route took (a 404) keeps this middleware's own path: no route to name.
+    const route = routePath(c);
+    if (route !== unrouted) setHttpRoute(route);
   };
 }
 

@@ -2,7 +2,7 @@
  * What a client may send, as zod schemas, and the parsers that turn a bad request into an
  * {@link HttpError} naming the first problem and where it is.
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { formatPath } from '../core/template-issues.js';
 import { HttpError } from './http-errors.js';
 
@@ -54,15 +54,26 @@ const uiMessageSchema = z.looseObject({
   parts: z.array(partSchema),
 });
 
-/** The body of `POST /api/chat/:agentId` (limits applied by {@link parseChatBody}). */
+/**
+ * The body of `POST /api/chat/:agentId` (limits applied by {@link parseChatBody}): what
+ * `useChat` posts (`id`, `messages`, `trigger`, `messageId`), or `sessionId` instead of `id`.
+ */
 export const chatBodySchema = z.looseObject({
+  /** `useChat`'s chat id: the session, so a chat continues one session across messages and reloads. */
+  id: sessionIdSchema.optional(),
   sessionId: sessionIdSchema.optional(),
   messages: z.array(uiMessageSchema).min(1, 'expected at least one message'),
 });
 
+/** The body field a chat request named its session in. */
+export type SessionField = 'body.id' | 'body.sessionId';
+
 /** A parsed chat request. */
 export interface ChatBody {
+  /** The session to continue (`sessionId`, else `id`); none starts a new one. */
   sessionId: string | undefined;
+  /** The field that named it, for errors about the session (it belongs to another agent, ...). */
+  sessionField: SessionField;
   messages: z.infer<typeof uiMessageSchema>[];
 }
 
@@ -104,7 +115,9 @@ export function parseChatBody(
   maxMessageChars = Number.POSITIVE_INFINITY,
 ): ChatBody {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-    throw new HttpError('invalid-body', 'Expected a JSON object `{ sessionId?, messages }`.', { path: 'body' });
+    throw new HttpError('invalid-body', 'Expected a JSON object `{ id?, messages }` (or `{ sessionId?, messages }`).', {
+      path: 'body',
+    });
   }
   const messages = (json as { messages?: unknown }).messages;
   // Counted before validation, so a huge array is refused without walking it.
@@ -127,7 +140,22 @@ export function parseChatBody(
       path: 'body.messages',
     });
   }
-  return { sessionId: result.data.sessionId, messages: result.data.messages };
+  const { id, sessionId } = result.data;
+  // Both may come: useChat always sends its chat id, and an app may add a sessionId of its own
+  // (the workaround before the chat id was the session). Two different sessions are a mistake
+  // to report, not to settle by picking one.
+  if (id !== undefined && sessionId !== undefined && id !== sessionId) {
+    throw new HttpError(
+      'session-mismatch',
+      `body.id ("${id}") and body.sessionId ("${sessionId}") name different sessions; send one of them (useChat sends its chat id as id, which is the session).`,
+      { path: 'body.id' },
+    );
+  }
+  return {
+    sessionId: sessionId ?? id,
+    sessionField: sessionId !== undefined ? 'body.sessionId' : 'body.id',
+    messages: result.data.messages,
+  };
 }
 
 /**

@@ -3,17 +3,21 @@
  * detail the agent routes answer, and how to explain a session of it.
  */
 import type { ToolSet } from 'ai';
-import { type Agent, type CreateAgentOptions, createAgent } from '../agents/create-agent.js';
-import { type Explanation, explainTools, handleMessage } from '../core/engine.js';
+import {
+  type Agent,
+  type AgentTelemetryOptions,
+  type CreateAgentOptions,
+  createAgent,
+} from '../agents/create-agent.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import type { OrchestrationState } from '../core/state.js';
 import { templateGraph, toMermaid } from '../core/template-graph.js';
 import type { TemplateIssue } from '../core/template-issues.js';
+import type { Explanation } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { AgentDetailResponse, AgentSummary, StepSummary } from './api-types.js';
 import { HttpError } from './http-errors.js';
-import type { RestingContext } from './snapshots.js';
 
 /** An agent to serve: its template, and optionally the warnings it loaded with and its own model. */
 export interface ServedAgent {
@@ -43,11 +47,13 @@ export interface ServedAgents {
   get(agentId: string): Served;
 }
 
-/** What the agents share: the model, tool implementations and API keys. */
+/** What the agents share: the model, tool implementations, API keys and telemetry settings. */
 export interface BuildAgentsOptions {
   model?: CreateAgentOptions['model'];
   tools?: ToolSet;
   env?: Readonly<Record<string, string | undefined>>;
+  /** What the agents' model calls record in the AI SDK's telemetry. */
+  telemetry?: AgentTelemetryOptions;
 }
 
 /** Builds every agent on `manager`; two agents with one id are a configuration error. */
@@ -69,6 +75,7 @@ export function buildAgents(
       ...(model !== undefined ? { model } : {}),
       ...(options.tools ? { tools: options.tools } : {}),
       ...(options.env ? { env: options.env } : {}),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
     });
     const summary = summarize(template);
     byId.set(template.id, {
@@ -100,18 +107,24 @@ export function buildAgents(
   };
 }
 
-/** The plan and tools of a served agent, which snapshots of its sessions at rest need. */
-export function restingContext(manager: OrchestrationManager, served: Served): RestingContext {
-  return { plan: manager.plan(served.agent.template), agentTools: [...served.toolNames] };
-}
-
 /**
- * Every tool allowed or why not, from a state already read: what `manager.explain` answers,
- * including its step selection, without a second store read.
+ * Every tool allowed or why not, with what a model step would be offered, from a state already
+ * read: what `manager.explain` answers (the decision's own judgement), without a second store read.
  */
 export function explainState(manager: OrchestrationManager, served: Served, state: OrchestrationState): Explanation {
-  const plan = manager.plan(served.agent.template);
-  return explainTools(plan, handleMessage(plan, state, undefined).state, [...served.toolNames]);
+  return manager.explainState(served.agent.template, state, toolList(served));
+}
+
+/** The agent's tool names as one list per agent, so the plan's per-list caches are reused. */
+const toolLists = new WeakMap<Served, readonly string[]>();
+
+function toolList(served: Served): readonly string[] {
+  let list = toolLists.get(served);
+  if (list === undefined) {
+    list = Object.freeze([...served.toolNames]);
+    toolLists.set(served, list);
+  }
+  return list;
 }
 
 function summarize(template: AgentTemplate): AgentSummary {

@@ -4,18 +4,22 @@
  * the client as signed tokens, and each turn runs on one working copy in this process's
  * memory, seeded from the token and dropped when the turn ends, however it ends.
  */
-import { InvalidArgumentError } from '../core/errors.js';
+import type { OrchestrationSource } from '../core/compile.js';
+import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
+import type { ChatMessage } from '../core/messages.js';
 import { createState, DEFAULT_SESSION_TTL_MS, type OrchestrationState } from '../core/state.js';
 import {
   createOrchestrationManager,
   type EventListener,
   type OrchestrationManager,
 } from '../orchestration/orchestration-manager.js';
+import { Turn } from '../orchestration/turn.js';
 import { memoryStore } from '../stores/memory.js';
 import type { StoreSpec } from '../stores/resolve-store.js';
 import { decodeStateToken, encodeStateToken, StateTokenError } from '../stores/state-token.js';
 import { HttpError } from './http-errors.js';
 import { createReplayGuard, noReplayGuard, type ReplayClaim, type ReplayGuard } from './replay-guard.js';
+import type { SessionField } from './request-schemas.js';
 
 /** The header that carries a stateless session's state token. */
 export const STATE_HEADER = 'x-orchestration-state';
@@ -38,15 +42,23 @@ export interface StatelessOptions {
    * telemetry: a stateless app has no manager of its own to subscribe to.
    */
   onEvent?: EventListener;
+  /** The lease of a reserved tool call in milliseconds (see `createApp({ leaseMs })`). */
+  leaseMs?: number;
 }
 
 /** What a chat request names: the agent, and the session it continues, if any. */
 export interface TurnRequest {
   agentId: string;
-  /** `body.sessionId`. */
+  /** `body.sessionId`, else `body.id` (useChat's chat id). */
   sessionId: string | undefined;
+  /** The field that named the session, for the errors about it (default `body.sessionId`). */
+  sessionField?: SessionField;
   /** The `x-orchestration-state` header. */
   token: string | undefined;
+  /** The agent's template, whose plan handles the turn's user message. */
+  config: OrchestrationSource;
+  /** The conversation: its latest user message begins the turn. */
+  messages: readonly ChatMessage[];
 }
 
 /** A session claimed for one chat turn. */
@@ -54,7 +66,10 @@ export interface SessionTurn {
   readonly sessionId: string;
   /** The manager the turn runs on. */
   readonly manager: OrchestrationManager;
-  /** The session as the claim left it, before the turn. */
+  /**
+   * The session as the turn's first write left it: claimed for the agent, the user message
+   * handled. The model loop starts from it (`sessionState`) without another store round trip.
+   */
   readonly state: OrchestrationState;
   /**
    * The state once the turn's writes are done, and in stateless mode the token to continue
@@ -79,6 +94,17 @@ export interface SessionSource {
   readonly manager: OrchestrationManager;
   /** True when sessions travel as tokens. */
   readonly stateless: boolean;
+  /**
+   * The session a chat request continues, read from the request alone (nothing is claimed):
+   * undefined when it starts a new one. Stateless: the token's session (an invalid token is
+   * refused as `startTurn` would refuse it).
+   */
+  sessionOf(request: Pick<TurnRequest, 'sessionId' | 'sessionField' | 'token'>): string | undefined;
+  /**
+   * The session as it is before the request's turn, without claiming it (a store read;
+   * stateless: the token's state); null when there is none.
+   */
+  stateBefore(request: Pick<TurnRequest, 'sessionId' | 'sessionField' | 'token'>): Promise<OrchestrationState | null>;
   /** Claims (or creates) the session of a chat turn for its agent. */
   startTurn(request: TurnRequest): Promise<SessionTurn>;
   /** The session named in a session route; a 404 when there is none. */
@@ -99,9 +125,21 @@ export function storedSessions(manager: OrchestrationManager, owned: boolean): S
   return {
     manager,
     stateless: false,
-    async startTurn({ agentId, sessionId: requested }) {
+    sessionOf: (request) => request.sessionId,
+    async stateBefore(request) {
+      return request.sessionId === undefined ? null : states.getState(request.sessionId);
+    },
+    async startTurn({ agentId, sessionId: requested, sessionField = 'body.sessionId', config, messages }) {
       const sessionId = requested ?? crypto.randomUUID();
-      const state = await claimForAgent(manager, sessionId, agentId);
+      const state = await beginTurn(
+        manager,
+        sessionId,
+        agentId,
+        config,
+        messages,
+        sessionField,
+        requested === undefined,
+      );
       return {
         sessionId,
         manager,
@@ -159,6 +197,7 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
   const manager = createOrchestrationManager({
     store: memoryStore({ sweepIntervalMs: 0 }),
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+    ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
   });
   const states = manager.getStateManager();
   const guard: ReplayGuard =
@@ -240,11 +279,18 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
   return {
     manager,
     stateless: true,
-    async startTurn({ agentId, sessionId: requested, token }) {
-      const carried = token === undefined ? undefined : decode(token, requested, 'body.sessionId');
+    sessionOf({ sessionId, sessionField = 'body.sessionId', token }) {
+      return token === undefined ? sessionId : decode(token, sessionId, sessionField).sessionId;
+    },
+    async stateBefore({ sessionId, sessionField = 'body.sessionId', token }) {
+      // Without a token there is no state to continue: the turn would start a session afresh.
+      return token === undefined ? null : decode(token, sessionId, sessionField);
+    },
+    async startTurn({ agentId, sessionId: requested, sessionField = 'body.sessionId', token, config, messages }) {
+      const carried = token === undefined ? undefined : decode(token, requested, sessionField);
       const sessionId = carried?.sessionId ?? requested ?? crypto.randomUUID();
       return withWorkingCopy(sessionId, carried, async (claim, base) => {
-        const state = await claimForAgent(manager, sessionId, agentId);
+        const state = await beginTurn(manager, sessionId, agentId, config, messages, sessionField, false);
         let ended: Promise<{ state: OrchestrationState; stateToken: string }> | undefined;
         return {
           sessionId,
@@ -308,25 +354,29 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
 }
 
 /**
- * Stamps the session with its agent on first use, atomically, and refuses a session that
- * another agent owns: its steps and sequence position mean nothing to a different template.
+ * The turn's first write, before anything streams: the user message handled and, on first use,
+ * the session stamped with its agent, in one atomic update (`Turn.begin`). A session that
+ * another agent owns is refused (its steps and sequence position mean nothing to a different
+ * template), and so is one with too much waiting behind its running calls (429, Retry-After).
  */
-async function claimForAgent(
+async function beginTurn(
   manager: OrchestrationManager,
   sessionId: string,
   agentId: string,
+  config: OrchestrationSource,
+  messages: readonly ChatMessage[],
+  path: SessionField,
+  fresh: boolean,
 ): Promise<OrchestrationState> {
-  const state = await manager
-    .getStateManager()
-    .modify(sessionId, (current) => (current.agentId === undefined ? { ...current, agentId } : current));
-  if (state.agentId !== agentId) {
-    throw new HttpError(
-      'session-of-another-agent',
-      `Session "${sessionId}" belongs to agent "${state.agentId}"; start a new session for "${agentId}".`,
-      { path: 'body.sessionId' },
-    );
+  // A new session (an id made up here), or one the store knows without a round trip, begins
+  // locally; its message and claim ride on the turn's first write (see Turn.begin).
+  const turn = new Turn({ manager, config, sessionId, agentId, messages, agentTools: [], fresh });
+  try {
+    return await turn.begin();
+  } catch (error) {
+    if (!SessionRefusedError.isInstance(error)) throw error;
+    throw new HttpError(error.code, error.message, { path, cause: error });
   }
-  return state;
 }
 
 function sessionNotFound(sessionId: string): HttpError {

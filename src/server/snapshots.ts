@@ -1,115 +1,19 @@
 /**
- * Orchestration snapshots: what the chat stream's `data-orchestration` part and the session
- * routes report, built from the engine's own views so the two never disagree.
+ * What the session routes report: a session at rest as the chat stream's final part shows it
+ * (`ai-sdk/orchestration-snapshot.ts` builds both), with every tool allowed or why not.
  */
-import type { StepInfo } from '../ai-sdk/orchestrate.js';
-import type { OrchestrationPlan } from '../core/compile.js';
-import type { Explanation } from '../core/engine.js';
+import { restingSnapshot } from '../ai-sdk/orchestration-snapshot.js';
 import { type SessionLogEntry, stateAtEntry } from '../core/session-log.js';
 import type { OrchestrationState } from '../core/state.js';
-import { type BudgetStatus, shadowOf } from '../core/transition.js';
-import type {
-  OrchestrationSnapshot,
-  SequenceProgress,
-  SessionEventEntry,
-  SessionEventsResponse,
-  SessionResponse,
-  ToolStatus,
-} from './api-types.js';
-
-function sequenceProgress(sequence: Explanation['sequence']): SequenceProgress | null {
-  if (sequence === undefined) return null;
-  return {
-    tools: sequence.tools.map((position) => [...position]),
-    index: sequence.index,
-    length: sequence.length,
-    completed: sequence.completed,
-    blocked: sequence.blocked,
-  };
-}
-
-/** The snapshot sent before a model step, from what the model loop reported for it. */
-export function stepSnapshot(agentId: string, info: StepInfo): OrchestrationSnapshot {
-  return {
-    sessionId: info.state.sessionId,
-    agentId,
-    stepNumber: info.stepNumber,
-    activeStep: info.activeStep ?? null,
-    stepDescription: info.stepDescription ?? null,
-    sequence: sequenceProgress(info.sequence),
-    allowedTools: [...info.allowedTools],
-    recentlyUsedTools: [...info.state.recentlyUsedTools],
-    tokenUsage: { ...info.state.cumulativeTokenUsage },
-    final: false,
-    ...(info.shadow ? { shadow: { wouldOffer: [...(info.wouldOffer ?? [])] } } : {}),
-    ...(info.budget ? { budget: { ...info.budget, step: info.budget.step ?? null } } : {}),
-  };
-}
-
-/** What a session at rest needs besides its explanation: the agent's plan and tools. */
-export interface RestingContext {
-  plan: OrchestrationPlan;
-  /** The agent's tool names, as the explanation got them. */
-  agentTools: readonly string[];
-}
-
-/**
- * Shadow mode and a spent budget of a session at rest, as the next step decision would see them
- * (`decideStep`): a spent budget offers no tool, shadow mode offers every agent tool and reports
- * what enforcement would offer. Without this a turn's final part, and the session routes, said
- * "enforced" where the stream's parts had said "shadow", and "every tool" where they had said
- * "budget spent, none".
- */
-function restingDecision(
-  state: OrchestrationState,
-  explanation: Explanation,
-  { plan, agentTools }: RestingContext,
-): { allowedTools: string[]; shadow: boolean; budget: BudgetStatus | undefined } {
-  // The explanation chose the step for this state (as a new model step would): judge by that one.
-  const shadow = shadowOf(plan, { ...state, activeStep: explanation.activeStep });
-  // The explanation already offers nothing while a budget is spent (engine's explainTools).
-  return { allowedTools: shadow ? [...agentTools] : [...explanation.allowedTools], shadow, budget: explanation.budget };
-}
-
-/** The snapshot of a session at rest (after a turn, in the session routes and the event log). */
-export function restingSnapshot(
-  agentId: string,
-  state: OrchestrationState,
-  explanation: Explanation,
-  final: boolean,
-  context: RestingContext,
-): OrchestrationSnapshot {
-  const decision = restingDecision(state, explanation, context);
-  const snapshot: OrchestrationSnapshot = {
-    sessionId: state.sessionId,
-    agentId,
-    stepNumber: null,
-    activeStep: explanation.activeStep ?? null,
-    stepDescription: explanation.stepDescription ?? null,
-    sequence: sequenceProgress(explanation.sequence),
-    allowedTools: decision.allowedTools,
-    recentlyUsedTools: [...state.recentlyUsedTools],
-    tokenUsage: { ...state.cumulativeTokenUsage },
-    final,
-  };
-  if (decision.shadow) {
-    snapshot.shadow = { wouldOffer: decision.budget === undefined ? [...explanation.allowedTools] : [] };
-  }
-  if (decision.budget) snapshot.budget = { ...decision.budget, step: decision.budget.step ?? null };
-  return snapshot;
-}
+import type { Explanation } from '../core/transition.js';
+import type { SessionEventEntry, SessionEventsResponse, SessionResponse, ToolStatus } from './api-types.js';
 
 /** The body of the session routes. */
-export function sessionResponse(
-  agentId: string,
-  state: OrchestrationState,
-  explanation: Explanation,
-  context: RestingContext,
-): SessionResponse {
+export function sessionResponse(agentId: string, state: OrchestrationState, explanation: Explanation): SessionResponse {
   return {
     sessionId: state.sessionId,
     agentId,
-    state: restingSnapshot(agentId, state, explanation, true, context),
+    state: restingSnapshot(agentId, state, explanation, true),
     tools: toolStatuses(explanation),
     createdAt: state.createdAt,
     lastAccessed: state.lastAccessed,
@@ -134,7 +38,6 @@ function toolStatuses(explanation: Explanation): ToolStatus[] {
  */
 export function sessionEventsResponse(
   agentId: string,
-  context: RestingContext,
   state: OrchestrationState,
   entries: readonly SessionLogEntry[],
   explain: (state: OrchestrationState) => Explanation,
@@ -151,7 +54,7 @@ export function sessionEventsResponse(
       at: entry.at,
       turn: entry.turn,
       event: { ...entry.event },
-      state: restingSnapshot(agentId, at, explanation, false, context),
+      state: restingSnapshot(agentId, at, explanation, false),
       tools: toolStatuses(explanation),
     });
   }

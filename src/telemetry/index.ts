@@ -17,9 +17,11 @@ export {
 } from './otel.js';
 export {
   DEFAULT_OTLP_ENDPOINT,
-  type FetchHandler,
+  type IncomingRequestHead,
+  isTracedRequest,
   type OtelExport,
   type OtelExportOptions,
   otlpTracesEndpoint,
   startOtelExport,
 } from './otel-node.js';
+export { createRequestScopeProcessor } from './request-scope.js';

@@ -5,27 +5,30 @@
  * exporter reads the other standard `OTEL_EXPORTER_OTLP_*` variables (headers, timeout)
  * itself.
  *
- * It records three things in one trace per API request:
+ * It records, in one trace per traced request:
  *
- * - a `SERVER` span per `/api` request (`POST /api/chat`), active while the request is handled
- *   and ended when its (streamed) body is done, so everything below shares its trace;
+ * - a `SERVER` span per request, by OpenTelemetry's own HTTP instrumentation
+ *   (`@opentelemetry/instrumentation-http`): it continues the client's trace when the request
+ *   carries `traceparent` (W3C trace context), ends when the (streamed) answer is done, and is
+ *   named after the route `createApp` reports (`POST /api/chat/:agentId`). Reads without
+ *   `traceparent` are not traced (see {@link isTracedRequest}): the inspector polls;
  * - the AI SDK's own spans (`invoke_agent`, `step n`, `chat`, `execute_tool`) when
- *   `@ai-sdk/otel` is installed: its `OpenTelemetry` integration is registered with the AI SDK;
- * - every orchestration event, through {@link createTelemetry}'s listener on the manager.
+ *   `@ai-sdk/otel` is installed: its `OpenTelemetry` integration is registered with the AI SDK.
+ *   What they record of messages and tools is decided per call by `createApp`'s
+ *   `telemetry.recordContent` (off unless `--otel-record-content`);
+ * - every orchestration decision, by `createApp`'s `telemetry` option, with the tracer of
+ *   this pipeline ({@link OtelExport.tracer});
+ * - on every span of a request, the session and agent it served (a request scope, filled by
+ *   `createApp`; see `request-scope.ts`).
  *
  * The SDK packages are optional peer dependencies, loaded only here: a missing one is one
  * {@link MissingDependencyError} naming the `npm install` command for all that are missing.
  */
+import { createRequire } from 'node:module';
 import { MissingDependencyError } from '../core/errors.js';
-import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadOptionalDependency } from '../stores/optional-dependency.js';
-import {
-  createTelemetry,
-  type OrchestrationTelemetry,
-  TELEMETRY_SCOPE,
-  type TelemetryAttributes,
-  type TelemetrySpan,
-} from './otel.js';
+import { TELEMETRY_SCOPE, type TelemetryTracer } from './otel.js';
+import { createRequestScopeProcessor } from './request-scope.js';
 
 /** Where OTLP/HTTP goes when no environment variable says otherwise. */
 export const DEFAULT_OTLP_ENDPOINT = 'http://localhost:4318';
@@ -38,48 +41,63 @@ export interface OtelExportOptions {
   serviceVersion?: string;
 }
 
-/** A fetch handler, as `@hono/node-server` calls it. */
-export type FetchHandler = (request: Request, ...rest: never[]) => Response | Promise<Response>;
-
 /** A running export pipeline; see the module comment. */
 export interface OtelExport {
   /** The URL spans are posted to. */
   readonly endpoint: string;
   /** True when the AI SDK's spans are recorded too (`@ai-sdk/otel` is installed). */
   readonly aiSdkSpans: boolean;
-  /** The orchestration telemetry recording into this pipeline. */
-  readonly telemetry: OrchestrationTelemetry;
-  /** Records the manager's events; returns the function that stops it. */
-  instrument(manager: OrchestrationManager): () => void;
-  /** `fetch` with a `SERVER` span around every `/api` request. */
-  traceRequests<F extends FetchHandler>(fetch: F): F;
+  /** The tracer of this pipeline, for Baton's decisions (`createApp({ telemetry: { tracer } })`). */
+  readonly tracer: TelemetryTracer;
   /** Exports what is buffered and unregisters everything this pipeline registered. */
   shutdown(): Promise<void>;
+}
+
+/** The part of an incoming request {@link isTracedRequest} looks at (a node:http `IncomingMessage` fits). */
+export interface IncomingRequestHead {
+  method?: string | undefined;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+/** Methods that only read: the inspector polls with them. */
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Whether the server traces a request: every request that may change something (a chat turn,
+ * a session reset or deletion), and a read only when the client traces it (it sends
+ * `traceparent`). The inspector polls the session, its events and the health check every
+ * second or so; a span per poll would bury the turns. Pass it to your own
+ * `HttpInstrumentation` as `ignoreIncomingRequestHook: (request) => !isTracedRequest(request)`.
+ */
+export function isTracedRequest(request: IncomingRequestHead): boolean {
+  return !READS.has((request.method ?? 'GET').toUpperCase()) || request.headers.traceparent !== undefined;
 }
 
 /** The slices of the SDK packages this module calls (their full types stay out of Baton's). */
 interface Api {
   context: {
-    active(): unknown;
-    with<T>(context: unknown, fn: () => T): T;
     setGlobalContextManager(manager: unknown): boolean;
     disable(): void;
   };
   trace: {
-    setSpan(context: unknown, span: unknown): unknown;
     setGlobalTracerProvider(provider: unknown): boolean;
     disable(): void;
   };
+  propagation: {
+    setGlobalPropagator(propagator: unknown): boolean;
+    disable(): void;
+  };
 }
-type ServerSpanStarter = (
-  name: string,
-  options?: { kind?: number; attributes?: TelemetryAttributes },
-  context?: never,
-) => ServerSpan;
-interface ServerSpan extends TelemetrySpan {
-  setAttribute(key: string, value: string | number): unknown;
-  setStatus(status: { code: number; message?: string }): unknown;
-  recordException(exception: unknown): unknown;
+interface Core {
+  CompositePropagator: new (options: { propagators: unknown[] }) => unknown;
+  W3CTraceContextPropagator: new () => unknown;
+  W3CBaggagePropagator: new () => unknown;
+}
+interface HttpInstrumentationModule {
+  HttpInstrumentation: new (config: {
+    ignoreIncomingRequestHook: (request: IncomingRequestHead) => boolean;
+    disableOutgoingRequestInstrumentation: boolean;
+  }) => { setTracerProvider(provider: unknown): void; disable(): void };
 }
 interface SdkTrace {
   TracerProvider: new (options: {
@@ -87,7 +105,7 @@ interface SdkTrace {
     spanProcessors: unknown[];
   }) => {
     shutdown(): Promise<void>;
-    getTracer(name: string, version?: string): { startSpan: ServerSpanStarter };
+    getTracer(name: string, version?: string): TelemetryTracer;
   };
   BatchSpanProcessor: new (options: { exporter: unknown; scheduledDelayMillis?: number }) => unknown;
 }
@@ -109,10 +127,6 @@ interface AiTelemetryRegistry {
   registerTelemetry(...integrations: object[]): void;
 }
 
-/** SpanKind.SERVER and SpanStatusCode.ERROR of `@opentelemetry/api` (fixed by the spec). */
-const SPAN_KIND_SERVER = 1;
-const STATUS_ERROR = 2;
-
 /** The traces URL the exporter posts to, by the OTLP exporter specification's rules. */
 export function otlpTracesEndpoint(env: Readonly<Record<string, string | undefined>>): string {
   const specific = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
@@ -123,8 +137,8 @@ export function otlpTracesEndpoint(env: Readonly<Record<string, string | undefin
 
 /**
  * Starts the trace pipeline (see the module comment) and registers it as the process's global
- * tracer provider and context manager. Throws {@link MissingDependencyError} when an SDK
- * package is missing.
+ * tracer provider, context manager and propagator. Throws {@link MissingDependencyError} when an
+ * SDK package is missing.
  */
 export function startOtelExport(options: OtelExportOptions): OtelExport {
   const missing: string[] = [];
@@ -146,7 +160,9 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   const hooks = load<ContextAsyncHooks>('@opentelemetry/context-async-hooks');
   const resources = load<Resources>('@opentelemetry/resources');
   const otlp = load<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http');
-  if (!api || !sdk || !hooks || !resources || !otlp) {
+  const core = load<Core>('@opentelemetry/core');
+  const http = load<HttpInstrumentationModule>('@opentelemetry/instrumentation-http');
+  if (!api || !sdk || !hooks || !resources || !otlp || !core || !http) {
     throw new MissingDependencyError(missing.join(' '), 'Exporting traces (`baton serve --otel`)');
   }
 
@@ -159,6 +175,8 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   const provider = new sdk.TracerProvider({
     resource,
     spanProcessors: [
+      // First, so that a span carries its request's session and agent before it is exported.
+      createRequestScopeProcessor(),
       new sdk.BatchSpanProcessor({
         exporter: new otlp.OTLPTraceExporter(),
         // The SDK no longer reads OTEL_BSP_SCHEDULE_DELAY itself; honour the standard variable.
@@ -167,56 +185,36 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
     ],
   });
   // Without an async context manager no span is ever "active" across an await, and nothing
-  // would nest. Both calls return false when something else registered first; then that wins.
+  // would nest. These calls return false when something else registered first; then that wins.
   const ownsContext = api.context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
   // The AI SDK's integration records through the global provider; Baton's own spans use this
   // provider directly, so they are exported here even when another provider is global.
   const ownsProvider = api.trace.setGlobalTracerProvider(provider);
+  // OTEL_PROPAGATORS' default: W3C trace context (`traceparent`) and baggage.
+  const ownsPropagator = api.propagation.setGlobalPropagator(
+    new core.CompositePropagator({
+      propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()],
+    }),
+  );
+  const instrumentation = new http.HttpInstrumentation({
+    ignoreIncomingRequestHook: (request) => !isTracedRequest(request),
+    // The server's side only: model calls go through fetch, which this does not see anyway.
+    disableOutgoingRequestInstrumentation: true,
+  });
+  instrumentation.setTracerProvider(provider);
+  // The instrumentation patches node:http when it is next required; the server (and
+  // @hono/node-server) loaded it long ago, and every copy is the same module, so require it.
+  createRequire(import.meta.url)('node:http');
 
   const aiIntegration = registerAiSdkSpans();
   const tracer = provider.getTracer(TELEMETRY_SCOPE, options.serviceVersion);
-  const telemetry = createTelemetry({ tracer });
-  const unsubscribes = new Set<() => void>();
 
   return {
     endpoint: otlpTracesEndpoint(env),
     aiSdkSpans: aiIntegration !== undefined,
-    telemetry,
-    instrument(manager) {
-      const unsubscribe = telemetry.instrument(manager);
-      unsubscribes.add(unsubscribe);
-      return () => {
-        unsubscribes.delete(unsubscribe);
-        unsubscribe();
-      };
-    },
-    traceRequests<F extends FetchHandler>(fetch: F): F {
-      const traced = async (request: Request, ...rest: never[]): Promise<Response> => {
-        const url = new URL(request.url);
-        if (!url.pathname.startsWith('/api/')) return fetch(request, ...rest);
-        const span = tracer.startSpan(`${request.method} ${routeOf(url.pathname)}`, {
-          kind: SPAN_KIND_SERVER,
-          attributes: { 'http.request.method': request.method, 'url.path': url.pathname },
-        });
-        const active = api.trace.setSpan(api.context.active(), span);
-        let response: Response;
-        try {
-          response = await api.context.with(active, () => fetch(request, ...rest));
-        } catch (error) {
-          span.recordException(error);
-          span.setStatus({ code: STATUS_ERROR });
-          span.end();
-          throw error;
-        }
-        span.setAttribute('http.response.status_code', response.status);
-        if (response.status >= 500) span.setStatus({ code: STATUS_ERROR });
-        return endWithBody(response, () => span.end());
-      };
-      return traced as F;
-    },
+    tracer,
     async shutdown() {
-      for (const unsubscribe of unsubscribes) unsubscribe();
-      unsubscribes.clear();
+      instrumentation.disable();
       if (aiIntegration) unregisterAiSdkSpans(aiIntegration);
       try {
         await provider.shutdown();
@@ -224,6 +222,7 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
         // Only what this pipeline registered: another library's globals stay.
         if (ownsProvider) api.trace.disable();
         if (ownsContext) api.context.disable();
+        if (ownsPropagator) api.propagation.disable();
       }
     },
   };
@@ -231,46 +230,6 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
 
 function moduleNotFound(cause: unknown): boolean {
   return typeof cause === 'object' && cause !== null && (cause as { code?: unknown }).code === 'MODULE_NOT_FOUND';
-}
-
-/** `/api/chat/cognitive-reasoner` → `/api/chat`: span names must not grow with ids. */
-function routeOf(pathname: string): string {
-  return pathname.split('/').slice(0, 3).join('/');
-}
-
-/** The response, whose body ends `end()` once read or cancelled (a chat answer streams). */
-function endWithBody(response: Response, end: () => void): Response {
-  if (response.body === null) {
-    end();
-    return response;
-  }
-  let ended = false;
-  const once = () => {
-    if (!ended) {
-      ended = true;
-      end();
-    }
-  };
-  const reader = response.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { done, value } = await reader.read();
-        if (done) {
-          once();
-          controller.close();
-        } else controller.enqueue(value);
-      } catch (error) {
-        once();
-        controller.error(error);
-      }
-    },
-    cancel(reason) {
-      once();
-      return reader.cancel(reason);
-    },
-  });
-  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
 function resourceFromAttributes(resources: Resources, defaults: Record<string, string>): unknown {

@@ -28,6 +28,27 @@ describe('without @opentelemetry/api', () => {
     expect(errors).toEqual([]);
   });
 
+  it('createApp({ telemetry }) serves as it would without it', async () => {
+    const { createApp } = await import('../server/create-app.js');
+    const app = createApp({
+      agents: [{ id: 'a', tools: ['search'] }],
+      model: 'offline',
+      webRoot: false,
+      telemetry: { recordContent: false },
+    });
+    try {
+      const response = await app.request('/api/chat/a', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ id: 'm', role: 'user', parts: [{ type: 'text', text: 'hi' }] }] }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.text()).toContain('"type":"finish"');
+    } finally {
+      await app.close();
+    }
+  });
+
   it('baton serve --otel names every missing package in one install command', () => {
     let thrown: unknown;
     try {
@@ -37,7 +58,7 @@ describe('without @opentelemetry/api', () => {
     }
     expect(MissingDependencyError.isInstance(thrown)).toBe(true);
     expect((thrown as Error).message).toContain(
-      'npm install @opentelemetry/api @opentelemetry/sdk-trace @opentelemetry/context-async-hooks @opentelemetry/resources @opentelemetry/exporter-trace-otlp-http',
+      'npm install @opentelemetry/api @opentelemetry/sdk-trace @opentelemetry/context-async-hooks @opentelemetry/resources @opentelemetry/exporter-trace-otlp-http @opentelemetry/core @opentelemetry/instrumentation-http',
     );
   });
 });

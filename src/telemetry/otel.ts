@@ -20,6 +20,10 @@
  *   name is started under the active context and carries the event, so nothing is lost and
  *   a parent that was not sampled keeps its children out too.
  *
+ * Either span gets the session's attributes (`gen_ai.conversation.id`, `baton.session_id`), and
+ * so does every span of the request when `createApp` serves it with telemetry on (its request
+ * scope, `request-scope.ts`): a trace backend finds a session's turns whichever span it searches.
+ *
  * `@opentelemetry/api` is an optional peer dependency, loaded when a telemetry object is
  * created: without it {@link createTelemetry} returns a listener that records nothing, and
  * nothing fails.
@@ -27,6 +31,7 @@
 import type { OrchestrationEvent } from '../core/events.js';
 import type { EventListener, OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadOptionalDependency } from '../stores/optional-dependency.js';
+import { addRequestAttributes, sessionAttributes } from './request-scope.js';
 
 /** The instrumentation scope name of Baton's spans and events. */
 export const TELEMETRY_SCOPE = 'baton';
@@ -107,6 +112,11 @@ export function createTelemetry(options: TelemetryOptions = {}): OrchestrationTe
     const span = api.trace.getSpan(active);
     if (span?.isRecording()) {
       span.addEvent(name, eventAttributes(event));
+      // The span did work for this session: a trace backend finds it by the session, and so
+      // every span of the request (when a request scope is active).
+      const session = sessionAttributes(event.sessionId);
+      span.setAttributes(session);
+      addRequestAttributes(session);
       return;
     }
     // The context type is opaque to this module: whatever `context.active()` returned is what
@@ -115,8 +125,9 @@ export function createTelemetry(options: TelemetryOptions = {}): OrchestrationTe
     // Not sampled, or no provider registered: the attributes are not even built.
     if (own.isRecording()) {
       const attributes = eventAttributes(event);
-      own.setAttributes(attributes);
+      own.setAttributes({ ...attributes, ...sessionAttributes(event.sessionId) });
       own.addEvent(name, attributes);
+      addRequestAttributes(sessionAttributes(event.sessionId));
     }
     own.end();
   };

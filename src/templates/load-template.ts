@@ -2,9 +2,10 @@
  * Reading a template file: the only template code that touches the file system.
  */
 import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
-import { TemplateConfigError, TemplateIssueCode } from '../core/template-issues.js';
+import { TemplateConfigError, type TemplateIssue, TemplateIssueCode } from '../core/template-issues.js';
 import { parseTemplate, type ValidateTemplateOptions } from '../core/validate-template.js';
 
 /** Reads, parses and validates the template at `path`; errors name the file. */
@@ -13,18 +14,7 @@ export async function loadTemplate(path: string, options: ValidateTemplateOption
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message;
-    throw new TemplateConfigError(
-      [
-        {
-          code: TemplateIssueCode.InvalidJson,
-          severity: 'error',
-          path: '',
-          message: `cannot read the file: ${reason}`,
-        },
-      ],
-      path,
-    );
+    throw new TemplateConfigError([unreadableFileIssue(path, error)], path);
   }
   try {
     return parseTemplate(text, { ...options, file: path });
@@ -34,4 +24,27 @@ export async function loadTemplate(path: string, options: ValidateTemplateOption
       cause: error,
     });
   }
+}
+
+/**
+ * The issue of a template file that cannot be read: a missing file names the absolute path it
+ * was looked for at (a relative path is taken from the working directory, which is often not the
+ * folder the user has in mind).
+ */
+export function unreadableFileIssue(path: string, error: unknown): TemplateIssue {
+  const code = (error as NodeJS.ErrnoException).code;
+  const reason =
+    code === 'ENOENT'
+      ? `no such file (looked for ${resolve(path)})`
+      : code === 'EISDIR'
+        ? 'it is a directory'
+        : error instanceof Error
+          ? error.message
+          : String(error);
+  return {
+    code: TemplateIssueCode.UnreadableFile,
+    severity: 'error',
+    path: '',
+    message: `cannot read the file: ${reason}`,
+  };
 }

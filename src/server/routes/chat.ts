@@ -2,21 +2,26 @@
  * `POST /api/chat/:agentId`: one orchestrated turn, streamed. Everything a request can get
  * wrong is refused before the turn starts (so before any model call or tool), with a 4xx
  * saying where; a turn waits for a slot of the turn limiter first.
+ *
+ * `GET /api/chat/:agentId/:chatId/stream`: where `useChat({ resume: true })` asks to reconnect
+ * to a stream still running. Baton keeps no stream to resume (a turn belongs to the request
+ * that started it, and its state is stored as it goes), so the answer is the AI SDK's "nothing
+ * to resume", 204, which `useChat` takes as done; a 404 would show as an error on every load.
  */
 import { safeValidateUIMessages, type UIMessage } from 'ai';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
-import { toAIState } from '../../core/state.js';
+import { finalSnapshot, stepSnapshot } from '../../ai-sdk/orchestration-snapshot.js';
 import type { OrchestrationSnapshot } from '../api-types.js';
-import { checkHistory, type LooseMessage } from '../chat-history.js';
+import type { ApprovalKeys } from '../approval-keys.js';
+import { checkGrantsUsable, checkHistory, type LooseMessage } from '../chat-history.js';
 import { chatResponse } from '../chat-stream.js';
 import { nextEventLoopTurn } from '../event-loop.js';
 import { HttpError, messagePath } from '../http-errors.js';
 import { SESSION_HEADER } from '../middleware.js';
 import { parseChatBody, parseJsonBody } from '../request-schemas.js';
-import { explainState, restingContext, type Served, type ServedAgents } from '../served-agents.js';
+import { explainState, type Served, type ServedAgents } from '../served-agents.js';
 import { type SessionSource, STATE_HEADER } from '../session-source.js';
-import { restingSnapshot, stepSnapshot } from '../snapshots.js';
 import type { TurnLimiter } from '../turn-limiter.js';
 import { methodNotAllowed } from './method-not-allowed.js';
 
@@ -24,6 +29,8 @@ import { methodNotAllowed } from './method-not-allowed.js';
 export interface ChatRouteOptions {
   agents: ServedAgents;
   sessions: SessionSource;
+  /** The keys that sign the tool approvals turns issue, and verify the ones clients send back. */
+  approvals: ApprovalKeys;
   limiter: TurnLimiter;
   maxMessages: number;
   /** Most characters of text in one message. */
@@ -33,7 +40,7 @@ export interface ChatRouteOptions {
 
 /** The chat route, to mount at `/api/chat`. */
 export function chatRoutes(options: ChatRouteOptions): Hono {
-  const { agents, sessions, limiter, maxMessages, maxMessageChars, logger } = options;
+  const { agents, sessions, approvals, limiter, maxMessages, maxMessageChars, logger } = options;
   return new Hono()
     .post('/:agentId', async (c) => {
       const served = agents.get(c.req.param('agentId'));
@@ -42,12 +49,19 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
       const release = await limiter.acquire(signal);
       try {
         const body = parseChatBody(parseJsonBody(await c.req.text()), maxMessages, maxMessageChars);
-        const messages = await validMessages(body.messages, served);
-        const turn = await sessions.startTurn({
-          agentId,
-          sessionId: body.sessionId,
-          token: c.req.header(STATE_HEADER),
+        const named = { sessionId: body.sessionId, sessionField: body.sessionField, token: c.req.header(STATE_HEADER) };
+        const history = checkHistory(body.messages, served.toolNames, {
+          keys: approvals,
+          scope: () => {
+            const sessionId = sessions.sessionOf(named);
+            return sessionId === undefined ? undefined : { agentId, sessionId };
+          },
         });
+        // Granted approvals are checked against the session as it is before the turn begins
+        // (one store read, for such requests only): the turn's first write handles the message.
+        if (history.grants.length > 0) checkGrantsUsable(history, body.messages, await sessions.stateBefore(named));
+        const messages = await validMessages(body.messages, served);
+        const turn = await sessions.startTurn({ agentId, ...named, config: served.agent.template, messages });
         const { sessionId } = turn;
         const steps: OrchestrationSnapshot[] = [];
         const result = await served.agent
@@ -56,13 +70,18 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
             sessionId,
             manager: turn.manager,
             abortSignal: signal,
+            // The approvals this turn asks for are signed for this agent and session, under the
+            // key that signed the ones it runs (so that a turn during a key rotation verifies).
+            toolApprovalSecret: approvals.secret({ agentId, sessionId }, history.key),
             onStep: (info) => {
               steps.push(stepSnapshot(agentId, info));
               // Each model step starts in a later turn of the event loop; see event-loop.ts.
               return nextEventLoopTurn();
             },
             stream: {
-              initialState: toAIState(turn.state),
+              // The turn's first write is done: the model loop starts from it, and keeps the claim.
+              sessionState: turn.state,
+              agentId,
               onCallbackError: (error: unknown, callback: string) =>
                 logger.error({ err: error, sessionId, agentId }, `orchestration ${callback} failed`),
             },
@@ -79,13 +98,8 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
         const final = async () => {
           const { state, stateToken } = await ended;
           const explanation = explainState(turn.manager, served, state);
-          const snapshot = restingSnapshot(agentId, state, explanation, true, restingContext(turn.manager, served));
+          const snapshot = finalSnapshot(agentId, state, explanation, result.orchestration.sequenceIncomplete());
           if (stateToken !== undefined) snapshot.stateToken = stateToken;
-          const incomplete = result.orchestration.sequenceIncomplete();
-          if (incomplete !== undefined) {
-            const { type: _type, sessionId: _session, expected, ...rest } = incomplete;
-            snapshot.sequenceIncomplete = { ...rest, expected: [...expected] };
-          }
           return snapshot;
         };
         return chatResponse({
@@ -102,15 +116,19 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
         throw error;
       }
     })
-    .all('/:agentId', methodNotAllowed('POST'));
+    .all('/:agentId', methodNotAllowed('POST'))
+    .get('/:agentId/:chatId/stream', (c) => {
+      agents.get(c.req.param('agentId')); // an unknown agent is still a 404 that lists the agents
+      return c.body(null, 204);
+    })
+    .all('/:agentId/:chatId/stream', methodNotAllowed('GET'));
 }
 
 /**
- * The messages checked as a history a turn can continue, then as the AI SDK validates them
- * (part shapes, and each tool input against the agent's schema).
+ * The messages (checked by `checkHistory` as a history a turn can continue) as the AI SDK
+ * validates them: part shapes, and each tool input against the agent's schema.
  */
 async function validMessages(messages: readonly LooseMessage[], served: Served): Promise<UIMessage[]> {
-  checkHistory(messages, served.toolNames);
   const validated = await safeValidateUIMessages({ messages, tools: served.agent.tools });
   if (!validated.success) {
     const path = messagePath(validated.error);

@@ -7,7 +7,7 @@ import { type Context, Hono } from 'hono';
 import type { OrchestrationState } from '../../core/state.js';
 import { HttpError } from '../http-errors.js';
 import { parseEventsQuery, parseSessionId } from '../request-schemas.js';
-import { explainState, restingContext, type Served, type ServedAgents } from '../served-agents.js';
+import { explainState, type Served, type ServedAgents } from '../served-agents.js';
 import { type SessionSource, STATE_HEADER } from '../session-source.js';
 import { sessionEventsResponse, sessionResponse } from '../snapshots.js';
 import { methodNotAllowed } from './method-not-allowed.js';
@@ -32,12 +32,7 @@ export function sessionRoutes(agents: ServedAgents, sessions: SessionSource): Ho
     return token === undefined ? { served, state } : { served, state, token };
   };
   const respond = (served: Served, state: OrchestrationState) =>
-    sessionResponse(
-      served.agent.id,
-      state,
-      explainState(sessions.manager, served, state),
-      restingContext(sessions.manager, served),
-    );
+    sessionResponse(served.agent.id, state, explainState(sessions.manager, served, state));
 
   return new Hono()
     .get('/:sessionId', async (c) => {
@@ -59,9 +54,8 @@ export function sessionRoutes(agents: ServedAgents, sessions: SessionSource): Ho
       const page = parseEventsQuery(c.req.query());
       const { served, state } = await sessionOf(c);
       const entries = await store.readLog(state.sessionId);
-      const context = restingContext(sessions.manager, served);
       const explain = (at: OrchestrationState) => explainState(sessions.manager, served, at);
-      return c.json(sessionEventsResponse(served.agent.id, context, state, entries, explain, page));
+      return c.json(sessionEventsResponse(served.agent.id, state, entries, explain, page));
     })
     .post('/:sessionId/reset', async (c) => {
       const { served, state, token } = await sessionOf(c);

@@ -1,25 +1,43 @@
 /**
  * The inspector's files at `/`, and its `index.html` for any other page path (client-side
  * routes). Only GET and HEAD outside `/api` and `/healthz` reach it.
+ *
+ * The page works under a path prefix, however it gets there: its asset and API URLs are
+ * relative, so behind a proxy that strips `/baton/` it asks for `/baton/api/...`; and in an app
+ * that mounts Baton with `app.route('/baton', batonApp)` (where the request keeps its prefix),
+ * the prefix is taken off here before a file is looked up. The page's own address needs its
+ * trailing slash for relative URLs to resolve under it, so `/baton` redirects to `/baton/`.
  */
-import { Hono, type MiddlewareHandler } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 
 /** The inspector routes, to mount at `/`, serving the built files of `root`. */
 export function staticRoutes(root: string): Hono {
   let handler: MiddlewareHandler | undefined;
   return new Hono().use('*', async (c, next) => {
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD') return next();
-    if (c.req.path.startsWith('/api/') || c.req.path === '/healthz') return next();
+    const prefix = mountPrefix(c);
+    const path = localPath(c);
+    if (path.startsWith('/api/') || path === '/api' || path === '/healthz') return next();
+    if (path === '') {
+      const query = new URL(c.req.url).search;
+      return c.redirect(`${prefix}/${query}`, 308);
+    }
     // Imported on first use: only Node serves files from disk; other runtimes skip the page.
     if (handler === undefined) {
       const { serveStatic } = await import('@hono/node-server/serve-static');
-      const files = serveStatic({ root });
+      const files = serveStatic({
+        root,
+        rewriteRequestPath: (filePath, context) => filePath.slice(mountPrefix(context).length),
+      });
       const index = serveStatic({ root, rewriteRequestPath: () => '/index.html' });
       handler = async (context, proceed) => {
         // serveStatic answers by returning a Response; returned from inside a `next` callback it
         // would be dropped (the context never finalized: a 500), so the page is passed on here.
         let page: Response | undefined;
         const response = await files(context, async () => {
+          // A missing asset (a stale page's) is a 404, not the page, which a browser would try
+          // to run as a script.
+          if (localPath(context).startsWith('/assets/')) return proceed();
           page = (await index(context, proceed)) ?? undefined;
         });
         return response ?? page;
@@ -27,4 +45,24 @@ export function staticRoutes(root: string): Hono {
     }
     return handler(c, next);
   });
+}
+
+/** The request's path within Baton's app: without the prefix an enclosing app mounted it under. */
+function localPath(c: Context): string {
+  return c.req.path.slice(mountPrefix(c).length);
+}
+
+/**
+ * The path an enclosing app mounted Baton under (`/baton` for `app.route('/baton', batonApp)`),
+ * or '' at the root. The route pattern that reached this middleware is the mount path plus
+ * `/*`; counting its segments also covers a mount path with parameters (`/:tenant`).
+ */
+function mountPrefix(c: Context): string {
+  const mount = c.req.routePath.replace(/\/?\*$/, '');
+  const depth = mount.split('/').filter(Boolean).length;
+  if (depth === 0) return '';
+  return c.req.path
+    .split('/')
+    .slice(0, depth + 1)
+    .join('/');
 }
