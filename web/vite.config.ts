@@ -11,7 +11,8 @@ const api = 'http://127.0.0.1:4000';
 
 export default defineConfig({
   root,
-  base: '/',
+  // Relative asset URLs (`./assets/...`): the page works under any path prefix (`/baton/`).
+  base: './',
   plugins: [react()],
   build: {
     outDir: '../dist/web',

@@ -1,6 +1,10 @@
 /**
  * The inspector's HTTP client for the Baton API. Every failure becomes an {@link ApiError}
  * carrying the server's `{error: {code, message, path?}}`, so the UI can show it as it is.
+ *
+ * Every URL is relative to the page (`api/agents`, not `/api/agents`), so the inspector works
+ * wherever it is served: at `/`, or under a prefix such as `/baton/` behind a proxy or mounted in
+ * another app, where it talks to `/baton/api/...`.
  */
 import type {
   AgentDetailResponse,
@@ -95,7 +99,7 @@ async function request<T>(path: string, init: RequestInit = {}, stateToken?: str
  */
 export async function isStatelessServer(): Promise<boolean> {
   try {
-    const response = await fetch('/healthz', { headers: { accept: 'application/json' } });
+    const response = await fetch('healthz', { headers: { accept: 'application/json' } });
     const health = (await response.json()) as { store?: unknown };
     return health.store === 'stateless';
   } catch {
@@ -105,27 +109,27 @@ export async function isStatelessServer(): Promise<boolean> {
 
 /** `GET /api/agents`. */
 export async function listAgents(): Promise<AgentListResponse> {
-  return (await request<AgentListResponse>('/api/agents')).data;
+  return (await request<AgentListResponse>('api/agents')).data;
 }
 
 /** `GET /api/agents/:agentId`. */
 export async function getAgent(agentId: string): Promise<AgentDetailResponse> {
-  return (await request<AgentDetailResponse>(`/api/agents/${encodeURIComponent(agentId)}`)).data;
+  return (await request<AgentDetailResponse>(`api/agents/${encodeURIComponent(agentId)}`)).data;
 }
 
 /** `GET /api/sessions/:sessionId`; `stateToken` is needed (only) by a stateless server. */
 export async function getSession(sessionId: string, stateToken?: string): Promise<SessionResponse> {
-  return (await request<SessionResponse>(`/api/sessions/${encodeURIComponent(sessionId)}`, {}, stateToken)).data;
+  return (await request<SessionResponse>(`api/sessions/${encodeURIComponent(sessionId)}`, {}, stateToken)).data;
 }
 
 /** `POST /api/sessions/:sessionId/reset`; a stateless server answers with the new token. */
 export function resetSession(sessionId: string, stateToken?: string): Promise<WithToken<SessionResponse>> {
-  return request(`/api/sessions/${encodeURIComponent(sessionId)}/reset`, { method: 'POST' }, stateToken);
+  return request(`api/sessions/${encodeURIComponent(sessionId)}/reset`, { method: 'POST' }, stateToken);
 }
 
 /** `DELETE /api/sessions/:sessionId`. */
 export async function deleteSession(sessionId: string, stateToken?: string): Promise<void> {
-  await request<undefined>(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' }, stateToken);
+  await request<undefined>(`api/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' }, stateToken);
 }
 
 /**
@@ -139,6 +143,6 @@ export async function getSessionEvents(
   stateToken?: string,
 ): Promise<SessionEventsResponse> {
   const query = new URLSearchParams({ after: String(after), limit: String(limit) });
-  const path = `/api/sessions/${encodeURIComponent(sessionId)}/events?${query}`;
+  const path = `api/sessions/${encodeURIComponent(sessionId)}/events?${query}`;
   return (await request<SessionEventsResponse>(path, {}, stateToken)).data;
 }

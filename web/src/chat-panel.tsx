@@ -5,6 +5,7 @@
 import { useRef } from 'react';
 import { Composer } from './composer.js';
 import { MessageView } from './message-view.js';
+import type { AnswerApproval } from './tool-card.js';
 import type { AgentDetailResponse, InspectorMessage } from './types.js';
 import { useFollowChat } from './use-follow-chat.js';
 
@@ -27,12 +28,15 @@ export function ChatPanel({
   busy,
   onSend,
   onStop,
+  onAnswer,
 }: {
   agent: AgentDetailResponse | null;
   messages: InspectorMessage[];
   busy: boolean;
   onSend: (text: string) => void;
   onStop: () => void;
+  /** Answers a tool call's approval request. */
+  onAnswer: AnswerApproval;
 }) {
   const panel = useRef<HTMLElement>(null);
   const log = useRef<HTMLDivElement>(null);
@@ -41,7 +45,7 @@ export function ChatPanel({
   useFollowChat(panel, log, content, messages.length, messages.at(-1)?.role);
 
   return (
-    <section className="panel chat-panel" aria-labelledby="chat-title" ref={panel}>
+    <section id="chat-panel" className="panel chat-panel" aria-labelledby="chat-title" ref={panel}>
       <h2 id="chat-title" className="panel-title">
         Chat {agent && <span className="muted">with {agent.name}</span>}
       </h2>
@@ -70,7 +74,12 @@ export function ChatPanel({
             </div>
           )}
           {messages.map((message, index) => (
-            <MessageView key={message.id} message={message} live={busy && index === messages.length - 1} />
+            <MessageView
+              key={message.id}
+              message={message}
+              live={busy && index === messages.length - 1}
+              onAnswer={busy ? undefined : onAnswer}
+            />
           ))}
           {busy && messages.at(-1)?.role === 'user' && <p className="muted thinking">Waiting for the agent…</p>}
         </div>

@@ -3,11 +3,22 @@
  */
 import { getToolName, isToolUIPart } from 'ai';
 import { Markdown } from './markdown.js';
-import { ToolCard } from './tool-card.js';
+import { type AnswerApproval, ToolCard } from './tool-card.js';
 import type { InspectorMessage } from './types.js';
 
-/** A message of the transcript; `live` while it is the answer still streaming. */
-export function MessageView({ message, live }: { message: InspectorMessage; live: boolean }) {
+/**
+ * A message of the transcript; `live` while it is the answer still streaming. `onAnswer`
+ * answers the approval requests of its tool calls.
+ */
+export function MessageView({
+  message,
+  live,
+  onAnswer,
+}: {
+  message: InspectorMessage;
+  live: boolean;
+  onAnswer?: AnswerApproval | undefined;
+}) {
   const who = message.role === 'user' ? 'You' : message.role === 'assistant' ? 'Agent' : 'System';
   return (
     <article className={`message message-${message.role}`} data-testid={`message-${message.role}`}>
@@ -20,7 +31,7 @@ export function MessageView({ message, live }: { message: InspectorMessage; live
             // The user's words as typed; the agent's answer as the Markdown it is written in.
             return message.role === 'assistant' ? (
               <div key={key} className="message-text message-markdown" data-testid="message-text">
-                <Markdown text={part.text} />
+                <Markdown text={part.text} live={live} />
               </div>
             ) : (
               <p key={key} className="message-text" data-testid="message-text">
@@ -36,7 +47,9 @@ export function MessageView({ message, live }: { message: InspectorMessage; live
               </details>
             );
           }
-          if (isToolUIPart(part)) return <ToolCard key={key} name={getToolName(part)} part={part} live={live} />;
+          if (isToolUIPart(part)) {
+            return <ToolCard key={key} name={getToolName(part)} part={part} live={live} onAnswer={onAnswer} />;
+          }
           // data-orchestration parts feed the orchestration panel; step markers show nothing.
           return null;
         })}

@@ -37,7 +37,7 @@ export function OrchestrationPanel({
 }) {
   const activeStep = snapshot?.activeStep ?? null;
   return (
-    <section className="panel orchestration-panel" aria-labelledby="orchestration-title">
+    <section id="orchestration-panel" className="panel orchestration-panel" aria-labelledby="orchestration-title">
       <h2 id="orchestration-title" className="panel-title">
         Orchestration
       </h2>

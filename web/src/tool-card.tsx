@@ -1,11 +1,13 @@
 /**
  * One tool call of the answer as a collapsible card: its input, then its output, its error, or
  * the orchestration's rejection (a call that was never run because the tool was not allowed).
+ * A call that waits for a person's approval shows Approve and Deny; the answer goes back to the
+ * server as the AI SDK's approval response, which runs or denies the call.
  */
 import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 
 /** How a tool call ended, as the card shows it. */
-export type ToolCallState = 'running' | 'stopped' | 'done' | 'error' | 'rejected' | 'denied';
+export type ToolCallState = 'running' | 'stopped' | 'done' | 'error' | 'rejected' | 'denied' | 'awaiting-approval';
 
 // Baton's guard (ToolRejectedError: `Tool "search" was not run: step "X" expects ...`), or the
 // AI SDK refusing a tool that orchestration did not offer for the model step (NoSuchToolError).
@@ -25,6 +27,12 @@ export function toolCallState(part: ToolUIPart | DynamicToolUIPart, live: boolea
       return isRejection(part.errorText) ? 'rejected' : 'error';
     case 'output-denied':
       return 'denied';
+    case 'approval-requested':
+      return 'awaiting-approval';
+    case 'approval-responded':
+      // Denied: that is its outcome. Approved: it runs once the answer reaches the server.
+      if (!part.approval.approved) return 'denied';
+      return live ? 'running' : 'stopped';
     default:
       // Without an outcome after the answer ended, the call was cut short (Stop, a lost connection).
       return live ? 'running' : 'stopped';
@@ -38,6 +46,7 @@ const LABELS: Record<ToolCallState, string> = {
   error: 'failed',
   rejected: 'rejected by orchestration',
   denied: 'denied',
+  'awaiting-approval': 'awaiting approval',
 };
 
 function show(value: unknown): string {
@@ -45,8 +54,24 @@ function show(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value, null, 2);
 }
 
-/** A tool call card; rejected calls start open, since why matters. */
-export function ToolCard({ name, part, live }: { name: string; part: ToolUIPart | DynamicToolUIPart; live: boolean }) {
+/** Answers a call's approval request (`approval.id`). */
+export type AnswerApproval = (approvalId: string, approved: boolean) => void;
+
+/**
+ * A tool call card; rejected calls and calls that wait for an approval start open, since why
+ * matters. `onAnswer` (absent while an answer streams) answers an approval request.
+ */
+export function ToolCard({
+  name,
+  part,
+  live,
+  onAnswer,
+}: {
+  name: string;
+  part: ToolUIPart | DynamicToolUIPart;
+  live: boolean;
+  onAnswer?: AnswerApproval | undefined;
+}) {
   const state = toolCallState(part, live);
   return (
     <details
@@ -54,7 +79,7 @@ export function ToolCard({ name, part, live }: { name: string; part: ToolUIPart 
       data-testid="tool-card"
       data-tool={name}
       data-state={state}
-      open={state === 'rejected'}
+      open={state === 'rejected' || state === 'awaiting-approval'}
     >
       <summary>
         <span className="tool-name">{name}</span>
@@ -69,6 +94,24 @@ export function ToolCard({ name, part, live }: { name: string; part: ToolUIPart 
           <div className="tool-section">
             <div className="field-label">Output</div>
             <pre className="json">{show(part.output)}</pre>
+          </div>
+        )}
+        {part.state === 'approval-requested' && (
+          <div className="tool-section approval" data-testid="approval">
+            <div className="field-label">Run this call?</div>
+            <div className="button-row">
+              <button
+                type="button"
+                className="primary"
+                disabled={!onAnswer}
+                onClick={() => onAnswer?.(part.approval.id, true)}
+              >
+                Approve
+              </button>
+              <button type="button" disabled={!onAnswer} onClick={() => onAnswer?.(part.approval.id, false)}>
+                Deny
+              </button>
+            </div>
           </div>
         )}
         {part.state === 'output-error' && (

@@ -3,7 +3,7 @@
  * message stream) and the orchestration as it streams. Components only render what this returns.
  */
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport } from 'ai';
+import { DefaultChatTransport, generateId, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import {
   type ApiError,
@@ -51,6 +51,11 @@ export interface Inspector {
   messages: InspectorMessage[];
   status: 'submitted' | 'streaming' | 'ready' | 'error';
   send: (text: string) => void;
+  /**
+   * Answers a tool call's approval request; once every request of the answer is answered, the
+   * conversation goes back to the server, which runs the approved calls (if still allowed).
+   */
+  answerApproval: (approvalId: string, approved: boolean) => void;
   stop: () => void;
   newSession: () => void;
   reset: () => Promise<void>;
@@ -59,6 +64,15 @@ export interface Inspector {
   /** Problems of the last action; the next action clears them. */
   notices: Notice[];
   dismiss: (id: number) => void;
+}
+
+/**
+ * A chat id for a new session, as useChat makes its own (16 letters and digits, one of the
+ * session ids the server accepts). Not `crypto.randomUUID()`: browsers keep it to secure
+ * contexts, and an inspector reached over plain http on a LAN address is not one.
+ */
+function newChatId(): string {
+  return generateId();
 }
 
 /** The inspector's state and actions. */
@@ -70,8 +84,9 @@ export function useInspector(): Inspector {
   const [snapshot, setSnapshot] = useState<OrchestrationSnapshot | null>(null);
   const [timeline, setTimeline] = useState<TimelineEntry[]>([]);
   const [notices, setNotices] = useState<Notice[]>([]);
-  // A new chat (and so an empty transcript) for every agent, new session and resumed session.
-  const [generation, setGeneration] = useState(0);
+  // The chat's id is its session (the server continues the session useChat's id names): a new
+  // one, and so an empty transcript, for every agent and new session; a resumed session's own.
+  const [chatId, setChatId] = useState(newChatId);
 
   // The transport reads these when it sends, so they live in refs as well as in state.
   const sessionIdRef = useRef<string | null>(null);
@@ -135,25 +150,24 @@ export function useInspector(): Inspector {
   const transport = useMemo(
     () =>
       new DefaultChatTransport<InspectorMessage>({
-        api: `/api/chat/${encodeURIComponent(agentId ?? '')}`,
-        // The server issues the session id in a response header on the first turn.
-        fetch: async (input, init) => {
-          const response = await fetch(input, init);
-          const issued = response.headers.get('x-session-id');
-          if (issued && issued !== sessionIdRef.current) setSessionId(issued);
-          const token = response.headers.get(STATE_HEADER);
-          if (token) stateTokenRef.current = token;
-          return response;
+        // Relative to the page, like every API URL of the inspector (see api.ts).
+        api: `api/chat/${encodeURIComponent(agentId ?? '')}`,
+        // useChat's own body ({ id, messages, trigger }): its id names the session.
+        prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => {
+          // A turn starts (a message, or the answers to approval requests, sent on their own):
+          // from now on the stream's snapshots are newer than the API's.
+          streamingRef.current = true;
+          finalSeenRef.current = false;
+          setTimeline([]);
+          return { body: { ...body, id, messages, trigger, messageId } };
         },
-        prepareSendMessagesRequest: ({ messages }) => {
+        // A stateless server also needs the session's latest state token (from the last turn's final part).
+        headers: (): Record<string, string> => {
           const token = stateTokenRef.current;
-          return {
-            body: { ...(sessionIdRef.current ? { sessionId: sessionIdRef.current } : {}), messages },
-            ...(token ? { headers: { [STATE_HEADER]: token } } : {}),
-          };
+          return token ? { [STATE_HEADER]: token } : {};
         },
       }),
-    [agentId, setSessionId],
+    [agentId],
   );
 
   const endTurn = useCallback(() => {
@@ -165,8 +179,10 @@ export function useInspector(): Inspector {
   }, [sessionView.refresh, sessionTimeline.refresh]);
 
   const chat = useChat<InspectorMessage>({
-    id: `${agentId ?? 'none'}:${generation}`,
+    id: chatId,
     transport,
+    // The AI SDK's human-in-the-loop flow: answering the last approval request sends the turn on.
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onData: (part) => {
       if (part.type !== 'data-orchestration') return;
       const data = part.data;
@@ -198,12 +214,17 @@ export function useInspector(): Inspector {
       const trimmed = text.trim();
       if (!trimmed || !agentId) return;
       clearNotices();
-      streamingRef.current = true;
-      finalSeenRef.current = false;
-      setTimeline([]);
       void chat.sendMessage({ text: trimmed });
     },
     [agentId, chat.sendMessage, clearNotices],
+  );
+
+  const answerApproval = useCallback(
+    (approvalId: string, approved: boolean) => {
+      clearNotices();
+      void chat.addToolApprovalResponse({ id: approvalId, approved });
+    },
+    [chat.addToolApprovalResponse, clearNotices],
   );
 
   const forgetSession = useCallback(() => {
@@ -214,7 +235,7 @@ export function useInspector(): Inspector {
     setTimeline([]);
     sessionView.clear();
     sessionTimeline.clear();
-    setGeneration((n) => n + 1);
+    setChatId(newChatId());
   }, [setSessionId, sessionView.clear, sessionTimeline.clear]);
 
   const newSession = useCallback(() => {
@@ -261,6 +282,8 @@ export function useInspector(): Inspector {
         forgetSession();
         if (view.agentId !== agentId) setAgentId(view.agentId);
         stateTokenRef.current = token;
+        // The next message continues this session: it is the chat's id.
+        setChatId(view.sessionId);
         setSessionId(view.sessionId);
         sessionView.setView(view);
         setSnapshot(view.state);
@@ -309,6 +332,7 @@ export function useInspector(): Inspector {
     messages: chat.messages,
     status: chat.status,
     send,
+    answerApproval,
     stop,
     newSession,
     reset,
