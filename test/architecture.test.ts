@@ -1,7 +1,7 @@
 /**
  * The layering of ARCHITECTURE.md, checked on the source: dependencies point one way
- * (cli -> server -> agents -> ai-sdk -> orchestration -> core, stores -> core, cli -> telemetry ->
- * orchestration), the core stays pure, and the browser code takes only types from the server.
+ * (cli -> server -> agents -> ai-sdk -> orchestration -> core, stores -> core, cli and server ->
+ * telemetry -> orchestration), the core stays pure, and the browser code takes only types from the server.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -17,10 +17,11 @@ const ALLOWED: Record<string, readonly string[]> = {
   orchestration: ['core', 'stores', 'orchestration'],
   'ai-sdk': ['core', 'stores', 'orchestration', 'templates', 'ai-sdk'],
   agents: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents'],
-  server: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server'],
+  // createApp({ telemetry }) records its decisions and names each request's session on its spans.
+  server: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'telemetry', 'server'],
   cli: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server', 'telemetry', 'cli'],
   testing: ['core', 'stores', 'orchestration', 'ai-sdk', 'testing'],
-  // A listener on the manager's events; only the CLI (`serve --otel`) wires it into a process.
+  // A listener on the manager's events and the request's spans; the server and the CLI wire it in.
   telemetry: ['core', 'stores', 'orchestration', 'telemetry'],
 };
 

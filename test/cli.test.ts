@@ -1,8 +1,8 @@
 /**
  * `baton validate`, `baton simulate` and `baton graph` as a user runs them: the built bin
  * (`dist/cli/index.js`, compiled here into a private directory so concurrent builds cannot
- * interfere) in a child process, on the example agents, every AgentDock template and
- * broken templates written to a temp dir.
+ * interfere) in a child process, on the example agents, the AgentDock templates
+ * (`test/helpers/agentdock.ts`) and broken templates written to a temp dir.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import {
@@ -20,20 +20,19 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTemplate, validateTemplate } from '../src/core/validate-template.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { agentdockTemplateFiles } from './helpers/agentdock.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const EXAMPLES = join(ROOT, 'examples/agents');
-const FIXTURES = new URL('../../shared/fixtures/agentdock/', import.meta.url).pathname;
 const COGNITIVE = join(EXAMPLES, 'cognitive-reasoner.json');
 const COGNITIVE_EVENTS = join(EXAMPLES, 'cognitive-reasoner.events.jsonl');
 
 const exampleFiles = readdirSync(EXAMPLES)
   .filter((f) => f.endsWith('.json'))
   .map((f) => join(EXAMPLES, f));
-const fixtureFiles = readdirSync(FIXTURES)
-  .filter((f) => f.endsWith('.json'))
-  .map((f) => join(FIXTURES, f));
-const allTemplates = [...exampleFiles, ...fixtureFiles];
+/** Every published AgentDock template (when the environment names them), else the four copied here. */
+const allTemplates = [...exampleFiles, ...agentdockTemplateFiles()];
+const DR_HOUSE = allTemplates.find((file) => file.endsWith('/dr-house.json'))!;
 
 // Inside the repository (ignored by git), so the built files find node_modules.
 const BUILD = join(ROOT, '.tmp', `cli-test-${process.pid}`);
@@ -102,7 +101,7 @@ describe('baton', { timeout: 60_000 }, () => {
 });
 
 describe('baton validate', { timeout: 60_000 }, () => {
-  it('accepts the example agents and every AgentDock template in one run (exit 0), listing their warnings', async () => {
+  it('accepts the example agents and the AgentDock templates in one run (exit 0), listing their warnings', async () => {
     const run = await baton(['validate', ...allTemplates]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -119,7 +118,9 @@ describe('baton validate', { timeout: 60_000 }, () => {
     );
     // dr-house: two steps shadowed by earlier ones with the same condition, located in the file.
     expect(run.stdout).toMatch(
-      new RegExp(`${FIXTURES}dr-house\\.json:\\d+:\\d+: warning: orchestration\\.steps\\[3\\]: .*\\[shadowed_step\\]`),
+      new RegExp(
+        `${DR_HOUSE.replaceAll('.', '\\.')}:\\d+:\\d+: warning: orchestration\\.steps\\[3\\]: .*\\[shadowed_step\\]`,
+      ),
     );
     expect(run.stdout).not.toContain('\u001b['); // a pipe gets no colour
   });
@@ -152,7 +153,7 @@ describe('baton validate', { timeout: 60_000 }, () => {
     const run = await baton(['validate', file]);
     expect(run.code).toBe(1);
     expect(run.stdout).toContain(
-      `${file}:${line}:5: error: orchestration.defualtStep: unknown key "defualtStep" (known keys: description, defaultStep, historyLimit, shadow, budget, steps) [unknown_key]\n    hint: did you mean "defaultStep"?`,
+      `${file}:${line}:5: error: orchestration.defualtStep: unknown key "defualtStep" (known keys: description, defaultStep, historyLimit, shadow, budget, rules, steps) [unknown_key]\n    hint: did you mean "defaultStep"?`,
     );
     expect(run.stdout).toMatch(
       /typos\.json:\d+:\d+: error: orchestration\.steps\[1\]\.name: duplicate step name "idle"/,
@@ -332,5 +333,146 @@ describe('baton graph', { timeout: 60_000 }, () => {
     const format = await baton(['graph', COGNITIVE, '--format', 'svg']);
     expect(format.code).toBe(1);
     expect(format.stderr).toContain("argument 'svg' is invalid. Allowed choices are mermaid, dot.");
+  });
+});
+
+describe('baton serve and baton chat with the app’s own tools (--tools)', { timeout: 60_000 }, () => {
+  /** A template naming a tool Baton does not ship, in order: web_search, then think. */
+  const RESEARCHER = JSON.stringify({
+    id: 'researcher',
+    tools: ['web_search', 'think'],
+    orchestration: { steps: [{ name: 'research', isDefault: true, sequence: ['web_search', 'think'] }] },
+  });
+  /** The tool module an app writes; inside the repository so it finds `ai` and `zod`. */
+  const toolModule = (name: string, source: string) => {
+    const path = join(BUILD, name);
+    writeFileSync(path, source);
+    return path;
+  };
+  const JS_TOOLS = `import { tool } from 'ai';
+import { z } from 'zod';
+export const web_search = tool({
+  description: 'Searches the web',
+  inputSchema: z.object({ query: z.string() }),
+  execute: async ({ query }) => ({ results: ['MARKER-FROM-THE-APP-TOOL for ' + query] }),
+});
+export const notATool = 42;
+`;
+
+  /** Starts the built `baton serve` on a free port; resolves once it listens, or with its exit. */
+  function serve(args: readonly string[]) {
+    const child = spawn(
+      process.execPath,
+      [BIN, 'serve', ...args, '--port', '0', '--store', 'memory:', '--model', 'offline'],
+      {
+        cwd: ROOT,
+        env: { ...process.env, NO_COLOR: '1' },
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    return new Promise<{ url?: string; code?: number | null; stderr: string; stop: () => void }>((resolve) => {
+      const stop = () => child.kill('SIGTERM');
+      child.stdout.on('data', () => {
+        const url = /Baton listening on (\S+)/.exec(stdout)?.[1];
+        if (url) resolve({ url, stderr, stop });
+      });
+      child.on('close', (code) => resolve({ code, stderr, stop }));
+    });
+  }
+
+  it('refuses to start, in one line without a stack, naming the missing tools and --tools', async () => {
+    const dir = join(scratch, 'needs-tools');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'researcher.json'), RESEARCHER);
+    const run = await serve([dir]);
+    expect(run.url).toBeUndefined();
+    expect(run.code).toBe(1);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^baton serve: agent "researcher" names tools that have no implementation: web_search \(/);
+    expect(lines[0]).toContain('give them with --tools <module>');
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it.each([
+    ['a .js module', 'tools.mjs', JS_TOOLS],
+    // Node.js strips the types of a .ts module itself (Node 22.18 and newer).
+    [
+      'a .ts module',
+      'tools.ts',
+      JS_TOOLS.replace('async ({ query })', 'async ({ query }: { query: string }): Promise<{ results: string[] }>'),
+    ],
+  ])('serves an agent whose tool comes from %s, and runs it in a turn', async (_label, file, source) => {
+    const dir = join(scratch, `with-tools-${file}`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'researcher.json'), RESEARCHER);
+    const server = await serve([dir, '--tools', toolModule(file, source)]);
+    try {
+      expect(server.url, server.stderr).toBeDefined();
+      const response = await fetch(`${server.url}/api/chat/researcher`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'Find the EV forecasts' }] }],
+        }),
+      });
+      const stream = await response.text();
+      expect(response.status).toBe(200);
+      expect(stream).toContain('MARKER-FROM-THE-APP-TOOL');
+      expect(stream.indexOf('"toolName":"web_search"')).toBeLessThan(stream.indexOf('"toolName":"think"'));
+    } finally {
+      server.stop();
+    }
+  });
+
+  it('says what is wrong with the module: missing, no tools, or failing to load', async () => {
+    const dir = join(scratch, 'bad-tools');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'researcher.json'), RESEARCHER);
+    const missing = await serve([dir, '--tools', './no-such-tools.js']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr.trim()).toBe(
+      `baton serve: --tools ./no-such-tools.js: no such file (looked for ${join(ROOT, 'no-such-tools.js')})`,
+    );
+    const empty = await serve([dir, '--tools', toolModule('empty-tools.mjs', 'export const answer = 42;\n')]);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain('exports no AI SDK tools: export each under the name your templates use');
+    const broken = await serve([dir, '--tools', toolModule('broken-tools.mjs', "import 'no-such-package-at-all';\n")]);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(
+      /^baton serve: --tools \S+broken-tools\.mjs: cannot load it: .*no-such-package-at-all/,
+    );
+    const partial = await serve([
+      dir,
+      '--tools',
+      toolModule('other-tools.mjs', JS_TOOLS.replaceAll('web_search', 'web_fetch')),
+    ]);
+    expect(partial.code).toBe(1);
+    expect(partial.stderr).toMatch(
+      /names tools that have no implementation: web_search \(neither \S+other-tools\.mjs nor/,
+    );
+  });
+
+  it('gives baton chat the same tools', async () => {
+    const template = write('researcher.json', RESEARCHER);
+    const refused = await baton(['chat', template, '--model', 'offline'], 'Find the EV forecasts\n');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('give them with --tools <module>');
+    const run = await baton(
+      ['chat', template, '--model', 'offline', '--tools', toolModule('chat-tools.mjs', JS_TOOLS)],
+      'Find the EV forecasts\n',
+    );
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    // The app's tool ran (its one result), then the built-in think.
+    expect(run.stdout).toContain('✓ web_search: 1 result');
+    expect(run.stdout).toContain('✓ think:');
   });
 });

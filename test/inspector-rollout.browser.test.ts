@@ -239,16 +239,19 @@ describe.skipIf(!browserTestsRun('inspector rollout browser tests'))(
       expect(banner.tokens).toBe(used.toLocaleString('en-US'));
       expect(banner.allowed).toEqual([]);
 
-      // Only the call made before the budget was spent ran; then the model answered.
+      // Only the call made before the budget was spent ran; then no model call was made: the
+      // answer is Baton's, saying that the budget is spent.
       const cards = page.getByTestId('tool-card');
       expect(await cards.count()).toBe(1);
       expect(await cards.first().getAttribute('data-tool')).toBe('search');
-      expect(await page.getByTestId('message-assistant').getByTestId('message-text').count()).toBeGreaterThan(0);
+      await expect
+        .poll(() => page.getByTestId('message-assistant').getByTestId('message-text').last().textContent())
+        .toContain('token budget of this conversation is spent');
 
-      // Once the turn is over the banner stays, with the session's total now (the answer's
-      // tokens added), and every tool is blocked for the budget, as the next turn will find it.
+      // Once the turn is over the banner stays, with the session's total (no tokens were spent
+      // after it), and every tool is blocked for the budget, as the next turn will find it.
       const total = (await page.getByTestId('token-total').textContent()) ?? '';
-      expect(Number(total.replaceAll(',', ''))).toBeGreaterThan(used);
+      expect(Number(total.replaceAll(',', ''))).toBe(used);
       await expect
         .poll(() => page.getByTestId('budget-spent').textContent())
         .toBe(`Token budget of the session spent (${total} of 300): no tool is offered.`);

@@ -16,9 +16,15 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
 import type { AgentDetailResponse, SessionEventsResponse, SessionResponse } from '../src/server/api-types.js';
-import { type BatonApp, createApp } from '../src/server/create-app.js';
+import { createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
-import { browserTestsRun, collectErrors, overflowsHorizontally, startInspectorRig } from './helpers/browser.js';
+import {
+  browserTestsRun,
+  collectErrors,
+  overflowsHorizontally,
+  serveInProcess,
+  startInspectorRig,
+} from './helpers/browser.js';
 import { stopServeProcess } from './helpers/serve-process.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -34,20 +40,6 @@ const DOCS_SHOTS = new Set(['inspector.png', 'inspector-mobile.png']);
 const STATE_KEY = 'inspector-browser-test-state-key-0123456789';
 
 const runs = browserTestsRun('inspector browser tests');
-
-/** Serves `app` on a free port of 127.0.0.1 in this process (for setups `baton serve` has no flag for). */
-async function serveInProcess(app: BatonApp): Promise<{ url: string; close: () => Promise<void> }> {
-  const listening = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
-  await new Promise<void>((resolve) => listening.once('listening', () => resolve()));
-  const { port } = listening.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: async () => {
-      await new Promise((resolve) => listening.close(resolve));
-      await app.close();
-    },
-  };
-}
 
 /** A box in page coordinates (not moved by scrolling), rounded to the pixel. */
 interface PageBox {
@@ -310,7 +302,7 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     await context.close();
   });
 
-  it('fits a phone: the composer in view on first load, one scrolling page, the chat following', async () => {
+  it('fits a phone: the composer in view on first load, one scrolling page, the chat following, the orchestration a tab at the top', async () => {
     const context = await browser!.newContext({
       viewport: { width: 390, height: 844 },
       hasTouch: true,
@@ -318,7 +310,8 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     });
     const { page, errors } = await open(context, url);
     await page.getByTestId('agent-picker').selectOption('cognitive-reasoner');
-    await page.locator('[data-testid=graph-node][data-step=ResearchMode]').waitFor();
+    // On a phone the steps are on the orchestration tab, hidden while the chat shows.
+    await page.locator('[data-testid=graph-node][data-step=ResearchMode]').waitFor({ state: 'attached' });
 
     // First load: the message box and Send are on the screen, without scrolling.
     expect(await page.evaluate(() => window.scrollY)).toBe(0);
@@ -351,6 +344,26 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     expect(end.bottom, JSON.stringify(end)).toBeLessThanOrEqual(composer.y + 1);
     expect(end.bottom, JSON.stringify(end)).toBeGreaterThan(0);
     expect(await pageBox(page, 'header.app-header')).toEqual(header);
+    await screenshot(page, 'inspector-mobile-chat.png');
+
+    // The orchestration is one tap away at the top of the screen, wherever the chat is
+    // scrolled: its tab (which stays under the header, or at the top once the header scrolled
+    // away) says where the session stands, and opens the panel right under the tabs.
+    const tab = page.getByTestId('tab-orchestration');
+    expect(await page.getByTestId('tab-step-summary').textContent()).toBe('ResearchMode ✓');
+    const tabBox = (await tab.boundingBox())!;
+    expect(tabBox.y).toBeGreaterThanOrEqual(0);
+    expect(tabBox.y + tabBox.height).toBeLessThanOrEqual(header.height + 80);
+    await tab.tap();
+    await expect.poll(() => tab.getAttribute('aria-selected')).toBe('true');
+    const tabs = (await page.locator('.view-tabs').boundingBox())!;
+    const panel = (await page.locator('#orchestration-panel').boundingBox())!;
+    expect(panel.y).toBeGreaterThanOrEqual(tabs.y + tabs.height);
+    expect(panel.y).toBeLessThan(tabs.y + tabs.height + 20);
+    expect(panel.y).toBeLessThan(300);
+    const activeStep = (await page.getByTestId('active-step').boundingBox())!;
+    expect(activeStep.y + activeStep.height).toBeLessThanOrEqual(844);
+    expect(await page.getByTestId('message-input').isVisible()).toBe(false);
 
     // The steps' conditions stay readable on the narrow screen: shown, and within its width.
     for (const conditions of await page.getByTestId('step-conditions').all()) {
@@ -374,6 +387,11 @@ describe.skipIf(!runs)('inspector in Chromium', { timeout: 60_000 }, () => {
     expect(await overflowsHorizontally(page)).toBe(false);
 
     await screenshot(page, 'inspector-mobile.png', true);
+
+    // Back to the chat, at its newest message, with the composer in view.
+    await page.getByTestId('tab-chat').tap();
+    await page.getByTestId('message-input').waitFor();
+    await expect.poll(async () => (await newestMessageEnd(page)).bottom).toBeLessThanOrEqual(844);
     expect(errors).toEqual([]);
     await context.close();
   });

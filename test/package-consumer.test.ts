@@ -1,7 +1,6 @@
 /**
- * The package as an app gets it. `npm pack` builds the tarball (its `prepack` runs the real
- * build, in a private copy of the project so concurrent builds cannot interfere); it is cached
- * by a hash of its inputs, so a rerun without changes skips the build. The tarball is installed
+ * The package as an app gets it. `npm pack` builds the tarball (see helpers/package-tarball.ts:
+ * a real build, cached by a hash of its inputs). The tarball is installed
  * into temporary apps with the lowest `ai` the peer range allows and the latest `ai` 7, the way
  * the README says (`npm install baton-agents ai`, nothing optional). Each app is typechecked
  * strict under `moduleResolution` `nodenext` and `bundler` (test/package-consumer/), runs a
@@ -12,31 +11,17 @@
  *
  * Installs come from the npm registry (`--prefer-offline`, so the npm cache serves repeats).
  */
-import { execFile, type SpawnSyncReturns, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
-import { delimiter, dirname, join, relative } from 'node:path';
+import { execFile, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appDirectory, childEnv, NPM_TIMEOUT_MS, packTarball, run, runOk } from './helpers/package-tarball.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const FIXTURE = join(ROOT, 'test/package-consumer');
-const CACHE = join(ROOT, 'node_modules/.cache/baton-package-consumer');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const NPM_TIMEOUT_MS = 240_000;
 
 interface PackageJson {
   name: string;
@@ -52,53 +37,9 @@ interface PackageJson {
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as PackageJson;
 /** The floor of the `ai` peer range (`^7.0.171` -> `7.0.171`). */
 const LOWEST_AI = /^\^(\d+\.\d+\.\d+)$/.exec(pkg.peerDependencies.ai ?? '')?.[1];
+/** The lowest zod of the peer range (`^3.25.76 || ^4.1.8` -> `3.25.76`): a zod 3 app. */
+const LOWEST_ZOD = /^\^(\d+\.\d+\.\d+)/.exec(pkg.peerDependencies.zod ?? '')?.[1];
 const OPTIONAL_PEERS = Object.keys(pkg.peerDependenciesMeta).filter((name) => pkg.peerDependenciesMeta[name]?.optional);
-
-/** What the project's build and tarball depend on: a change to any of these repacks. */
-const PACK_INPUTS = [
-  'src',
-  'web',
-  'schema',
-  'examples',
-  'docs',
-  'package.json',
-  'tsconfig.json',
-  'tsconfig.build.json',
-  'README.md',
-  'LICENSE',
-];
-
-/** The environment of child processes: this Node.js first on PATH, nothing of the npm or vitest run around us. */
-function childEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (/^(npm_|VITEST|NODE_ENV$|NODE_OPTIONS$|TSX_)/i.test(key)) continue;
-    env[key] = value;
-  }
-  env.PATH = [dirname(process.execPath), process.env.PATH].join(delimiter);
-  env.NO_COLOR = '1';
-  return env;
-}
-
-function run(
-  command: string,
-  args: readonly string[],
-  cwd: string,
-  timeout = NPM_TIMEOUT_MS,
-): SpawnSyncReturns<string> {
-  return spawnSync(command, args, { cwd, env: childEnv(), encoding: 'utf8', timeout, maxBuffer: 64 * 1024 * 1024 });
-}
-
-/** Runs a command that must succeed; its output is the failure message otherwise. */
-function runOk(command: string, args: readonly string[], cwd: string, timeout?: number): string {
-  const result = run(command, args, cwd, timeout);
-  if (result.status !== 0) {
-    throw new Error(
-      `${command} ${args.join(' ')} (in ${cwd}) failed with ${result.status ?? result.signal}:\n${result.stdout}\n${result.stderr}`,
-    );
-  }
-  return result.stdout;
-}
 
 /** Typechecks the app with one of its tsconfig files; resolves to tsc's output when it fails, else ''. */
 async function typecheck(app: string, config: string, options: { skipLibCheck: boolean }): Promise<string> {
@@ -109,48 +50,6 @@ async function typecheck(app: string, config: string, options: { skipLibCheck: b
   } catch (error) {
     const { stdout, stderr, message } = error as { stdout?: string; stderr?: string; message: string };
     return `tsc ${args.slice(1).join(' ')} failed:\n${stdout ?? ''}${stderr ?? ''}` || message;
-  }
-}
-
-function filesUnder(path: string): string[] {
-  if (!statSync(path).isDirectory()) return [path];
-  return readdirSync(path, { withFileTypes: true })
-    .filter((entry) => entry.name !== 'node_modules' && entry.name !== 'dist')
-    .flatMap((entry) => filesUnder(join(path, entry.name)));
-}
-
-function inputsHash(): string {
-  const hash = createHash('sha256');
-  for (const input of PACK_INPUTS) {
-    for (const file of filesUnder(join(ROOT, input)).sort()) {
-      hash.update(relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
-    }
-  }
-  return hash.digest('hex').slice(0, 16);
-}
-
-/**
- * `npm pack` in a private copy of the project (its node_modules linked), which runs `prepack`
- * (the build) as a release would. Returns the tarball, reused while the inputs are unchanged.
- */
-function packTarball(): string {
-  mkdirSync(CACHE, { recursive: true });
-  const tarball = join(CACHE, `${pkg.name}-${inputsHash()}.tgz`);
-  if (existsSync(tarball)) return tarball;
-  const stage = mkdtempSync(join(tmpdir(), 'baton-pack-'));
-  try {
-    for (const input of PACK_INPUTS) cpSync(join(ROOT, input), join(stage, input), { recursive: true });
-    symlinkSync(join(ROOT, 'node_modules'), join(stage, 'node_modules'), 'dir');
-    const out = join(stage, 'out');
-    mkdirSync(out);
-    runOk('npm', ['pack', '--pack-destination', out, '--loglevel=error'], stage);
-    const [packed] = readdirSync(out).filter((name) => name.endsWith('.tgz'));
-    if (!packed) throw new Error(`npm pack wrote no tarball in ${out}`);
-    for (const old of readdirSync(CACHE)) rmSync(join(CACHE, old), { force: true });
-    cpSync(join(out, packed), tarball);
-    return tarball;
-  } finally {
-    rmSync(stage, { recursive: true, force: true });
   }
 }
 
@@ -183,9 +82,10 @@ let tarball = '';
 let files: string[] = [];
 const apps: string[] = [];
 
-beforeAll(() => {
+beforeAll(async () => {
   if (!LOWEST_AI) throw new Error(`the ai peer range should be ^x.y.z, not ${pkg.peerDependencies.ai}`);
-  tarball = packTarball();
+  if (!LOWEST_ZOD) throw new Error(`the zod peer range should start with ^x.y.z, not ${pkg.peerDependencies.zod}`);
+  tarball = await packTarball();
   files = tarballFiles(tarball);
 }, NPM_TIMEOUT_MS);
 
@@ -257,10 +157,17 @@ describe('the packed tarball', () => {
 // The floor of the peer range, and whatever the newest ai 7 is today. Checking every declaration
 // file (skipLibCheck off) costs most of this test's time; it is done once, with the lowest ai,
 // where the package's declarations, generated against the newest ai, are most likely to break.
+// The lowest app is also a zod 3 app (the lowest zod that ai accepts): Baton's zod is a peer, so
+// the app's copy serves both (Baton's code uses the zod 4 API that zod 3.25 ships as `zod/v4`).
 describe.each([
-  { label: `ai@${LOWEST_AI} (the lowest supported)`, ai: LOWEST_AI ?? '', checkDeclarations: true },
-  { label: 'the latest ai 7', ai: '^7', checkDeclarations: false },
-])('an app with $label', ({ ai, checkDeclarations }) => {
+  {
+    label: `ai@${LOWEST_AI} (the lowest supported) and zod 3`,
+    ai: LOWEST_AI ?? '',
+    zod: LOWEST_ZOD ?? '',
+    checkDeclarations: true,
+  },
+  { label: 'the latest ai 7 and zod 4', ai: '^7', zod: '^4', checkDeclarations: false },
+])('an app with $label', ({ ai, zod, checkDeclarations }) => {
   let app = '';
   const modules = () => join(app, 'node_modules');
   const installed = (name: string) => existsSync(join(modules(), name, 'package.json'));
@@ -268,7 +175,7 @@ describe.each([
     (JSON.parse(readFileSync(join(path, 'package.json'), 'utf8')) as { version: string }).version;
 
   beforeAll(() => {
-    app = mkdtempSync(join(tmpdir(), 'baton-consumer-'));
+    app = appDirectory('baton-consumer-');
     apps.push(app);
     cpSync(FIXTURE, app, { recursive: true });
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
@@ -279,6 +186,7 @@ describe.each([
         'install',
         tarball,
         `ai@${ai}`,
+        `zod@${zod}`,
         '@types/node@^24',
         '@types/json-schema@^7',
         '--prefer-offline',
@@ -290,17 +198,18 @@ describe.each([
     );
   }, NPM_TIMEOUT_MS);
 
-  it('has one copy of ai and of @ai-sdk/provider, and none of the optional packages', () => {
+  it('has one copy of ai, zod and @ai-sdk/provider, and none of the optional packages', () => {
     if (ai !== '^7') expect(versionOf(join(modules(), 'ai'))).toBe(ai);
+    expect(versionOf(join(modules(), 'zod')).split('.')[0]).toBe(zod.replace(/^\^/, '').split('.')[0]);
     const copies = (name: string) =>
       runOk('find', [modules(), '-path', `*/node_modules/${name}/package.json`, '-not', '-path', '*/.bin/*'], app)
         .split('\n')
         .filter(Boolean);
     expect(copies('ai')).toHaveLength(1);
     expect(copies('@ai-sdk/provider')).toHaveLength(1);
+    expect(copies('zod')).toHaveLength(1);
     // @ai-sdk/provider is there as ai's own dependency (an optional peer so npm adds no second copy).
     expect(OPTIONAL_PEERS.filter((name) => name !== '@ai-sdk/provider' && installed(name))).toEqual([]);
-    expect(installed('zod')).toBe(true); // ai's peer, which npm installs with it
   });
 
   it('typechecks strict with moduleResolution nodenext and bundler', async () => {
@@ -382,7 +291,52 @@ describe.each([
     expect(invalid.stdout).toContain('did you mean "defaultStep"?');
   });
 
-  it('tells the user of an older Node.js what it needs, from the bin and from the SQLite store', (context) => {
+  it("serves and chats with the app's own tools from --tools, and says which tools are missing without it", () => {
+    const bin = join(modules(), '.bin', 'baton');
+    mkdirSync(join(app, 'agents'), { recursive: true });
+    writeFileSync(
+      join(app, 'agents/researcher.json'),
+      JSON.stringify({
+        id: 'researcher',
+        llm: { provider: 'openai', model: 'gpt-4o-mini' },
+        tools: ['web_search', 'think'],
+        orchestration: { steps: [{ name: 'research', isDefault: true, sequence: ['web_search', 'think'] }] },
+      }),
+    );
+    writeFileSync(
+      join(app, 'tools.js'),
+      [
+        "import { tool } from 'ai';",
+        "import { z } from 'zod';",
+        'export const web_search = tool({',
+        '  inputSchema: z.object({ query: z.string() }),',
+        "  execute: async ({ query }) => ({ results: ['found ' + query] }),",
+        '});',
+      ].join('\n'),
+    );
+    const template = join(app, 'agents/researcher.json');
+    // Without --tools: one line naming the tool and the option, no stack.
+    const missing = run(bin, ['chat', template, '--model', 'offline'], app, 60_000);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr.trim().split('\n')).toHaveLength(1);
+    expect(missing.stderr).toContain('names tools that have no implementation: web_search');
+    expect(missing.stderr).toContain('--tools <module>');
+    // With them, and the template's model, whose provider package this app lacks: the offline
+    // model stands in, and the notice names the package to install, not a key to set.
+    const chat = spawnSync(bin, ['chat', template, '--tools', './tools.js'], {
+      cwd: app,
+      env: { ...childEnv(), OPENAI_API_KEY: 'sk-not-used' },
+      input: 'Find the EV forecasts\n',
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(chat.status, chat.stderr).toBe(0);
+    expect(chat.stderr).toContain('its package @ai-sdk/openai is not installed');
+    expect(chat.stderr).toContain('Run `npm install @ai-sdk/openai`, or pass --model.');
+    expect(chat.stdout).toContain('✓ web_search: 1 result');
+  });
+
+  it('tells the user of an older Node.js what it needs, from the bin, the SQLite store and an app that names one', (context) => {
     const old = oldNode();
     if (!old) {
       console.warn('package-consumer: no Node.js older than the engines range on this machine; not checked');
@@ -396,8 +350,11 @@ describe.each([
       `baton: Baton needs Node.js ${pkg.engines.node.replace(/^>=/, '')}.0 or newer, and this is Node.js ${old.version}. ` +
         'Install a current LTS release (https://nodejs.org, or `nvm install --lts`) and run the command again.',
     );
-    const store = spawnSync(old.path, ['old-node.mjs'], { cwd: app, encoding: 'utf8' });
-    expect(JSON.parse(store.stdout)).toMatchObject({ name: 'UnsupportedRuntimeError', code: 'unsupported-runtime' });
-    expect(JSON.parse(store.stdout).message).toContain(`Node.js ${old.version} does not provide`);
+    const created = spawnSync(old.path, ['old-node.mjs'], { cwd: app, encoding: 'utf8' });
+    const outcomes = JSON.parse(created.stdout) as Record<'store' | 'app', { name: string; message: string }>;
+    for (const what of ['store', 'app'] as const) {
+      expect(outcomes[what], what).toMatchObject({ name: 'UnsupportedRuntimeError', code: 'unsupported-runtime' });
+      expect(outcomes[what].message, what).toContain(`Node.js ${old.version} does not provide`);
+    }
   });
 });

@@ -1,8 +1,9 @@
 /**
- * A process dies between reserving a call and completing it (SIGKILL while its tool runs). Its
- * reservation holds the call's place, so the session refuses a racing `pay` meanwhile; when the
- * lease ends, the next update releases it and `pay` may run again: a crashed process cannot
- * block a session for longer than the lease. On every durable store, across processes.
+ * A process dies between reserving a call and completing it (SIGKILL while its tool runs). While
+ * it lives, it renews the reservation, so the call keeps its place for as long as it runs (three
+ * leases here) and the session refuses a racing `pay`; once it is dead nothing renews it, and
+ * when the lease ends the next update releases it and `pay` may run again: a crashed process
+ * cannot block a session for longer than the lease. On every durable store, across processes.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -21,8 +22,11 @@ const LEASE_MS = 1_500;
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-/** Starts the dying process and resolves once its reservation is stored; then kills it. */
-async function reserveAndDie(storeUrl: string, sessionId: string): Promise<void> {
+/**
+ * Starts the dying process, waits until its reservation is stored, lets `whileAlive` check the
+ * session while the process still runs (and renews its lease), then kills it.
+ */
+async function reserveAndDie(storeUrl: string, sessionId: string, whileAlive: () => Promise<void>): Promise<void> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', 'test/fixtures/reserve-and-die.ts', storeUrl, sessionId, String(LEASE_MS)],
@@ -40,25 +44,36 @@ async function reserveAndDie(storeUrl: string, sessionId: string): Promise<void>
     child.once('exit', (code) => reject(new Error(`the process exited (${code}) before reserving:\n${output}`)));
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
+  try {
+    await whileAlive();
+  } finally {
+    child.kill('SIGKILL');
+    await exited;
+  }
 }
 
 async function crashAndRecover(storeUrl: string): Promise<void> {
   const sessionId = `crash-${randomUUID()}`;
   const events: OrchestrationEvent[] = [];
   const manager = createOrchestrationManager({ store: storeUrl, leaseMs: LEASE_MS, onEvent: (e) => events.push(e) });
+  const request = (toolCallId: string) =>
+    manager.requestTool(PAY_ONCE, [], sessionId, { tool: 'pay', toolCallId, agentTools: ['pay', 'think'] });
   try {
-    await reserveAndDie(storeUrl, sessionId);
-    // The lease started just before the process said so: this is a little after its start.
-    const reservedAt = Date.now();
-    const request = (toolCallId: string) =>
-      manager.requestTool(PAY_ONCE, [], sessionId, { tool: 'pay', toolCallId, agentTools: ['pay', 'think'] });
+    await reserveAndDie(storeUrl, sessionId, async () => {
+      // Alive for three leases: its renewals keep the call's place, so a racing pay waits.
+      await sleep(3 * LEASE_MS);
+      expect(await request('racing-while-alive')).toMatchObject({
+        allowed: false,
+        reason: { code: 'pending', running: ['pay'] },
+      });
+    });
+    // Killed now: its last renewal was at most a quarter of a lease ago.
+    const killedAt = Date.now();
     // The dead process's pay may have gone through: refuse a racing one while its lease runs.
     const during = await request('racing');
     expect(during).toMatchObject({ allowed: false, reason: { code: 'pending', running: ['pay'] } });
-    expect(Date.now() - reservedAt).toBeLessThan(LEASE_MS);
-    await sleep(LEASE_MS + 100 - (Date.now() - reservedAt));
+    expect(Date.now() - killedAt).toBeLessThan(LEASE_MS / 2);
+    await sleep(LEASE_MS + 100 - (Date.now() - killedAt));
     // The lease ended: the reservation is released, and pay may run.
     expect(await request('after-the-lease')).toMatchObject({ allowed: true });
     expect(events).toContainEqual(

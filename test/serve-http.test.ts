@@ -2,9 +2,13 @@
  * `baton serve` at the node:http layer, against a real child process, with raw sockets where a
  * fetch client would hide what happens on the wire: clients that leave half-way through a body,
  * clients too slow to send their headers, bodies over the limit on keep-alive connections, and a
- * message of a megabyte.
+ * message of a megabyte. The same, with `--workers 2`: there the primary accepts each connection
+ * and hands it to a worker, which must treat it exactly as one it had accepted itself.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 
@@ -14,8 +18,11 @@ const START_TIMEOUT_MS = 60_000;
 /** The parent's BATON_* settings (an API key, a model) must not change what the server does. */
 const env = { ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_'))) };
 
-function start(args: readonly string[]): Promise<ServeProcess> {
-  return startServeProcess(['examples/agents', '--model', 'offline', '--store', 'memory:', '--port', '0', ...args], {
+const scratch = mkdtempSync(join(tmpdir(), 'baton-serve-http-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function start(args: readonly string[], store = 'memory:'): Promise<ServeProcess> {
+  return startServeProcess(['examples/agents', '--model', 'offline', '--store', store, '--port', '0', ...args], {
     env: { ...env, FORCE_COLOR: '0' },
     timeoutMs: START_TIMEOUT_MS - 5_000,
   });
@@ -75,19 +82,28 @@ function chatBody(text: string): string {
   return JSON.stringify({ messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text }] }] });
 }
 
-describe('baton serve at the HTTP layer', () => {
+const processes: [string, readonly string[], () => string][] = [
+  ['one process', [], () => 'memory:'],
+  ['two workers', ['--workers', '2'], () => `sqlite:${join(scratch, 'workers.db')}`],
+];
+
+describe.each(processes)('baton serve at the HTTP layer, %s', (_, processArgs, store) => {
   let server: ServeProcess;
   beforeAll(async () => {
-    server = await start([
-      '--log-level',
-      'info',
-      '--body-limit',
-      String(2 * 1024 * 1024),
-      '--headers-timeout',
-      '400',
-      '--request-timeout',
-      '3000',
-    ]);
+    server = await start(
+      [
+        ...processArgs,
+        '--log-level',
+        'info',
+        '--body-limit',
+        String(2 * 1024 * 1024),
+        '--headers-timeout',
+        '400',
+        '--request-timeout',
+        '3000',
+      ],
+      store(),
+    );
     // The banner goes on after the "listening" line; on a busy machine it can still be arriving
     // when a test starts, and would count as unexpected output there.
     await until(() => server.output().includes('Inspector:'), 10_000);

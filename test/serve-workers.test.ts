@@ -33,10 +33,19 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** The parent's BATON_* settings (an API key, a model) must not change what the servers do. */
 const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_')));
 
-function startWorkers(store: string, extra: readonly string[] = []): Promise<ServeProcess> {
+function startWorkers(
+  store: string,
+  extra: readonly string[] = [],
+  onSpawn?: (child: ServeProcess['child']) => void,
+): Promise<ServeProcess> {
   return startServeProcess(
     ['examples/agents', '--model', 'offline', '--port', '0', '--store', store, '--log-level', 'info', ...extra],
-    { name: `workers on ${store}`, env: { ...env, FORCE_COLOR: '0' }, timeoutMs: START_TIMEOUT_MS - 10_000 },
+    {
+      name: `workers on ${store}`,
+      env: { ...env, FORCE_COLOR: '0' },
+      timeoutMs: START_TIMEOUT_MS - 10_000,
+      ...(onSpawn ? { onSpawn } : {}),
+    },
   );
 }
 
@@ -100,6 +109,56 @@ function send(
       res.on('error', reject);
     });
     req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** How one request ended: answered in full, or its connection closed; `hung` if neither within the bound. */
+type Outcome =
+  | { kind: 'answered'; status: number; body: string; ms: number }
+  | { kind: 'closed'; error: string; ms: number }
+  | { kind: 'hung'; ms: number };
+
+/**
+ * A chat turn of a new session on a connection of its own, settled as soon as it was answered in
+ * full or its connection closed, or reported as `hung` after `boundMs` (and then cut).
+ */
+function attemptChat(url: string, boundMs: number): Promise<Outcome> {
+  const start = performance.now();
+  const ms = () => Math.round(performance.now() - start);
+  const body = JSON.stringify({
+    sessionId: `dying-${randomUUID()}`,
+    messages: [{ id: 'm0', role: 'user', parts: [{ type: 'text', text: MODES[0].text }] }],
+  });
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (outcome: Outcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(bound);
+      resolve(outcome);
+    };
+    const req = request(`${url}/api/chat/${AGENT}`, {
+      method: 'POST',
+      agent: false,
+      headers: { 'content-type': 'application/json' },
+    });
+    const bound = setTimeout(() => {
+      settle({ kind: 'hung', ms: ms() });
+      req.destroy();
+    }, boundMs);
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => settle({ kind: 'answered', status: res.statusCode ?? 0, body: text, ms: ms() }));
+      // A stream cut by a dying worker ends in 'close' without 'end'.
+      res.on('close', () => settle({ kind: 'closed', error: 'closed mid-answer', ms: ms() }));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      settle({ kind: 'closed', error: error.code ?? error.message, ms: ms() }),
+    );
     req.end(body);
   });
 }
@@ -254,8 +313,8 @@ describe('baton serve --workers, refusals and crashes', () => {
         () => /worker 1 \(pid \d+\) exited \(signal SIGKILL\); starting another/.test(server.output()),
         10_000,
       );
-      // The replacement is worker 3; once it listens, the primary hands it connections too.
-      await until(() => /worker 3 \(pid \d+\) listening/.test(server.output()), 60_000);
+      // The replacement is worker 3; once it serves, the primary hands it connections too.
+      await until(() => /worker 3 \(pid \d+\) serving/.test(server.output()), 60_000);
       const sessionId = `crash-${randomUUID()}`;
       for (let i = 0; i < 4; i++) await chat(server, sessionId, MODES[0].text, `m${i}`);
       expect(new Set(workersOf(server, sessionId))).toEqual(new Set([2, 3]));
@@ -278,6 +337,112 @@ describe('baton serve --workers, refusals and crashes', () => {
         /baton serve: workers keep exiting: worker \d+ exited \(signal SIGKILL\) after 5 restarts in 60 s; stopping/,
       );
       expect(server.output().match(/starting another/g)).toHaveLength(5);
+    } finally {
+      await stopServeProcess(server);
+    }
+  }, 150_000);
+});
+
+/**
+ * Within this long every request sent as a worker dies must be answered or see its connection
+ * closed. Eight turns at once on one worker (`--offline-delay 3`, so that a kill finds them
+ * mid-stream) took up to 4.9 s at a load average of 9 on two cores; a connection the dead worker
+ * held closed within 0.3 s. 15 s leaves room for a busier machine, and is far from what it guards
+ * against: a connection nobody answers or closes, held open forever.
+ */
+const ANSWER_BOUND_MS = 15_000;
+
+describe('baton serve --workers, dying workers', () => {
+  it('answers or closes every request sent as a worker is killed', async () => {
+    const server = await startWorkers(`sqlite:${join(scratch, 'dying.db')}`, [
+      '--workers',
+      '2',
+      '--offline-delay',
+      '10',
+    ]);
+    try {
+      await workerPids(server);
+      const rounds: { when: string; outcomes: Outcome[] }[] = [];
+      // Four kills stay within the restart limit (five a minute).
+      for (let round = 0; round < 4; round++) {
+        const victim = childrenOf(server.child.pid!)[round % 2]!;
+        const fire = () => Promise.all(Array.from({ length: 8 }, () => attemptChat(server.url, ANSWER_BOUND_MS)));
+        if (round < 2) {
+          // Killed, and in the same instant eight new connections, as clients keep sending: the
+          // primary has not seen the death yet and hands some of them to the dead worker.
+          process.kill(victim, 'SIGKILL');
+          rounds.push({ when: 'sent as it died', outcomes: await fire() });
+        } else {
+          // Eight turns streaming on both workers, one of which is killed under them.
+          const sent = fire();
+          await sleep(100);
+          process.kill(victim, 'SIGKILL');
+          rounds.push({ when: 'killed mid-turn', outcomes: await sent });
+        }
+        // The replacement serves before the next round, so that each round starts with two workers.
+        await until(
+          () => (server.output().match(/^baton serve: worker \d+ \(pid \d+\) serving/gm) ?? []).length > round,
+          60_000,
+        ).catch((error: Error) => {
+          throw new Error(`${error.message}; output:\n${server.output()}`);
+        });
+      }
+      const summary = rounds
+        .map(
+          ({ when, outcomes }) =>
+            `${when}: ${outcomes.map((o) => (o.kind === 'answered' ? `${o.status} in ${o.ms} ms` : `${o.kind} after ${o.ms} ms`)).join(', ')}`,
+        )
+        .join('\n');
+      const all = rounds.flatMap((round) => round.outcomes);
+      expect(
+        all.filter((o) => o.kind === 'hung'),
+        summary,
+      ).toEqual([]);
+      for (const outcome of all) {
+        // An answer is a whole turn: the stream ends as the protocol says, whoever served it.
+        if (outcome.kind === 'answered') {
+          expect(outcome.status, outcome.body).toBe(200);
+          expect(outcome.body.trimEnd().endsWith('data: [DONE]'), outcome.body).toBe(true);
+        }
+      }
+      // Sent as a worker died, a request is answered by the other: the primary hands it on.
+      const sentAsItDied = rounds.slice(0, 2).flatMap((round) => round.outcomes);
+      expect(
+        sentAsItDied.filter((o) => o.kind !== 'answered'),
+        summary,
+      ).toEqual([]);
+    } finally {
+      await stopServeProcess(server);
+    }
+  }, 300_000);
+
+  it('starts when a worker dies before it listens, and prints the banner once all workers serve', async () => {
+    let killed: number | undefined;
+    let watch: ReturnType<typeof setInterval> | undefined;
+    const server = await startWorkers(`sqlite:${join(scratch, 'startup.db')}`, ['--workers', '2'], (child) => {
+      // The first worker is killed as soon as it exists, long before a cold start listens.
+      watch = setInterval(() => {
+        const [first] = childrenOf(child.pid!);
+        if (first === undefined) return;
+        killed = first;
+        process.kill(first, 'SIGKILL');
+        clearInterval(watch);
+      }, 10);
+    }).finally(() => clearInterval(watch));
+    try {
+      // The banner comes once, with the line naming the workers, when both serve.
+      const atBanner = server.output();
+      expect(atBanner).toMatch(/^Workers: 2 \(pids \d+, \d+\)/m);
+      expect(atBanner.match(/^Baton listening on /gm)).toHaveLength(1);
+      expect(atBanner).toMatch(
+        new RegExp(`worker \\d+ \\(pid ${killed}\\) exited \\(signal SIGKILL\\); starting another`),
+      );
+      expect(atBanner.indexOf('starting another')).toBeLessThan(atBanner.indexOf('Baton listening on'));
+      const pids = await workerPids(server);
+      expect(pids).not.toContain(killed);
+      expect(pids.every(alive)).toBe(true);
+      const sessionId = `startup-${randomUUID()}`;
+      for (let i = 0; i < 4; i++) await chat(server, sessionId, MODES[0].text, `m${i}`);
     } finally {
       await stopServeProcess(server);
     }

@@ -427,6 +427,10 @@ function validBody(g: Gen): { [key: string]: Json } {
   messages.push({ id: `m${g(fc.nat, { max: 9 })}`, role: 'user', parts: [{ type: 'text', text }] });
   const body: { [key: string]: Json } = { messages };
   if (g(fc.boolean)) body.sessionId = `fuzz-${g(fc.nat, { max: 50 })}`;
+  // What useChat sends: its chat id, the session (the same as sessionId, or another).
+  if (g(fc.boolean))
+    body.id = g(fc.boolean) && body.sessionId !== undefined ? body.sessionId : `fuzz-${g(fc.nat, { max: 50 })}`;
+  if (g(fc.boolean)) body.trigger = pick(g, ['submit-message', 'regenerate-message']);
   return body;
 }
 
@@ -620,7 +624,8 @@ function mutatedChatBody(g: Gen): string | undefined {
         }
         break;
       case 'session-id':
-        (body as { [key: string]: Json }).sessionId = pick(g, [
+        // As sessionId, or as useChat's chat id (id), or as both (perhaps naming different sessions).
+        (body as { [key: string]: Json })[pick(g, ['sessionId', 'id'])] = pick(g, [
           pick(g, knownSessions),
           issuedSessionId,
           '',

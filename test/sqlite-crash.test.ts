@@ -1,7 +1,8 @@
 /**
  * Kills a process writing to the SQLite store with SIGKILL, mid-stream, 20 times over one
- * database file. Each time the database must open cleanly and hold every write the child
- * acknowledged: an acknowledged write is never lost and the file is never corrupted.
+ * database file. Each time the database must open cleanly, hold every write the child
+ * acknowledged and no write out of order: an acknowledged write is never lost and the file is
+ * never corrupted.
  * Also runs several writer processes at once on one file: no update may be lost.
  */
 import { spawn } from 'node:child_process';
@@ -113,22 +114,28 @@ describe('SQLite store under SIGKILL', () => {
         .all(`run${run}-%`)
         .map((row) => String(row.session_id));
       db.close();
-      // Rows 0..count-1 were acknowledged; row `count` may have committed before the kill.
+      // What the store promises: every acknowledged write is there, and the writes that are
+      // there are a prefix of those attempted (one at a time, in order). More rows than
+      // acknowledgements is no fault: the child may commit many writes whose lines were still
+      // queued in its own memory when it died (a busy parent reads the pipe slowly, the socket
+      // fills, and Node queues the rest), so the count of rows is bounded below, not above.
       const written = rows.length;
-      expect([count, count + 1], `run ${run}: rows written for ${count} acknowledged`).toContain(written);
-      expect(new Set(rows)).toEqual(new Set(Array.from({ length: written }, (_, n) => `run${run}-${n}`)));
+      expect(written, `run ${run}: rows written for ${count} acknowledged`).toBeGreaterThanOrEqual(count);
+      expect(new Set(rows), `run ${run}: rows are a prefix`).toEqual(
+        new Set(Array.from({ length: written }, (_, n) => `run${run}-${n}`)),
+      );
 
       const store = sqliteStore({ path });
       try {
-        for (const n of acknowledged) {
+        for (let n = 0; n < written; n++) {
           const state = await store.get(`run${run}-${n}`);
           expect(state?.sequenceIndex, `run ${run}: write ${n}`).toBe(n);
         }
-        // The shared read-modify-write row counts each acknowledged write once, and perhaps
-        // the one in flight when the child died: a lost or doubled update would show here.
+        // Each write commits its row, then counts itself in the shared read-modify-write row:
+        // the tally grew by one per row, less the last when the kill fell between the two. A
+        // lost or doubled update would show here.
         const counted = (await store.get('tally'))?.sequenceIndex ?? 0;
-        expect([tally + count, tally + count + 1], `run ${run}: tally`).toContain(counted);
-        expect(counted - tally).toBeLessThanOrEqual(written);
+        expect([tally + written - 1, tally + written], `run ${run}: tally after ${written} rows`).toContain(counted);
         tally = counted;
       } finally {
         await store.close();

@@ -10,9 +10,12 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { serve } from '@hono/node-server';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import type { BatonApp } from '../../src/server/create-app.js';
 import { type ServeProcess, startServeProcess } from './serve-process.js';
 import { servicesRequired } from './services.js';
 
@@ -185,4 +188,21 @@ export async function startInspectorRig(agentsPath: string): Promise<InspectorRi
   // launch() gives the browser a fresh temporary profile of its own, removed on close.
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   return { server, browser };
+}
+
+/**
+ * Serves `app` on a free port of 127.0.0.1 in this process (for setups `baton serve` has no
+ * flag for); `close` stops listening and closes the app.
+ */
+export async function serveInProcess(app: BatonApp): Promise<{ url: string; close: () => Promise<void> }> {
+  const listening = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await new Promise<void>((resolve) => listening.once('listening', () => resolve()));
+  const { port } = listening.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      await new Promise((resolve) => listening.close(resolve));
+      await app.close();
+    },
+  };
 }

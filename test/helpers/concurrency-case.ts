@@ -6,8 +6,10 @@
  */
 import fc from 'fast-check';
 import { compileOrchestration } from '../../src/core/compile.js';
+import type { MessageInfo } from '../../src/core/conditions.js';
 import type { ChatMessage } from '../../src/core/messages.js';
 import type { OrchestrationConfig } from '../../src/core/schema.js';
+import type { OrchestrationState } from '../../src/core/state.js';
 import type { ToolDecision, TransitionInput } from '../../src/core/transition.js';
 import { messageOf, type OrchestrationManager } from '../../src/orchestration/orchestration-manager.js';
 import { messageTextArb, orchestrationConfigArb, TOOL_POOL, UNKNOWN_TOOLS } from '../../src/testing/arbitraries.js';
@@ -89,7 +91,8 @@ export function conversations(texts: readonly string[]): ChatMessage[][] {
 /**
  * Plays the turns `turnIndexes` of `c` at once on `sessionId` through `managerFor(turn)`,
  * logging every update with the version it left. `pause(n)` runs before each request and
- * before each call finishes (default: n event-loop turns).
+ * before each call finishes (default: n event-loop turns). `onApplied` sees every state an
+ * update left, with the message of the turn that made it.
  */
 export async function playTurns(
   c: Case,
@@ -97,6 +100,7 @@ export async function playTurns(
   managerFor: (turn: number) => OrchestrationManager,
   sessionId: string,
   pause: (n: number) => Promise<void> = yieldTurns,
+  onApplied?: (state: OrchestrationState, message: MessageInfo | undefined) => void,
 ): Promise<Logged[]> {
   const plan = compileOrchestration(c.config);
   const convs = conversations(c.texts);
@@ -105,7 +109,11 @@ export async function playTurns(
     turnIndexes.map(async (t) => {
       const turn = c.turns[t]!;
       const message = messageOf(convs[turn.conversation]);
-      const apply = (inputs: TransitionInput[]) => managerFor(t).apply(plan, message, sessionId, inputs);
+      const apply = async (inputs: TransitionInput[]) => {
+        const applied = await managerFor(t).apply(plan, message, sessionId, inputs);
+        onApplied?.(applied.state, message);
+        return applied;
+      };
       const begun = await apply([{ type: 'user-message' }]);
       log.push({ kind: 'message', turn: t, version: begun.state.version, changed: begun.changed });
       for (const [k, call] of turn.calls.entries()) {

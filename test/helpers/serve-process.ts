@@ -31,6 +31,8 @@ export interface StartServeOptions {
    * `args` are appended), and the line it prints once it listens, capturing its URL.
    */
   entry?: { script: readonly string[]; ready: RegExp };
+  /** Called with the child as soon as it is spawned, before it listens (to watch or kill its own children). */
+  onSpawn?: (child: ChildProcessWithoutNullStreams) => void;
 }
 
 const BATON_READY = /^Baton listening on (http:\/\/\S+)$/m;
@@ -49,6 +51,7 @@ export function startServeProcess(args: readonly string[], options: StartServeOp
     ],
     { cwd: ROOT, env: options.env ?? { ...process.env, FORCE_COLOR: '0' }, stdio: ['pipe', 'pipe', 'pipe'] },
   );
+  options.onSpawn?.(child);
   let output = '';
   const timeoutMs = options.timeoutMs ?? 30_000;
   return new Promise<ServeProcess>((resolve, reject) => {

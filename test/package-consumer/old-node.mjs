@@ -1,9 +1,20 @@
-// Run on a Node.js older than Baton supports: a SQLite store must fail with one clear error.
+// Run on a Node.js older than Baton supports: a SQLite store, and an app that names one, must
+// fail with one clear error when they are created (not at the first request).
+import { createApp } from 'baton-agents/server';
 import { sqliteStore } from 'baton-agents/stores/sqlite';
 
-try {
-  sqliteStore({ path: ':memory:' });
-  console.log(JSON.stringify({ created: true }));
-} catch (error) {
-  console.log(JSON.stringify({ name: error.name, code: error.code, message: error.message }));
+function outcome(create) {
+  try {
+    create();
+    return { created: true };
+  } catch (error) {
+    return { name: error.name, code: error.code, message: error.message };
+  }
 }
+
+console.log(
+  JSON.stringify({
+    store: outcome(() => sqliteStore({ path: ':memory:' })),
+    app: outcome(() => createApp({ agents: [], store: 'sqlite:never-opened.db', webRoot: false })),
+  }),
+);
