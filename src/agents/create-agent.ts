@@ -22,7 +22,14 @@ import type { StepInfo } from '../ai-sdk/orchestrate.js';
 import { createOrchestratedAgent, type OrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { ChatMessage } from '../core/messages.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import {
+  managerSchema,
+  objectSchema,
+  optionIssues,
+  storeSchema,
+  throwOnErrors,
+  toolsSchema,
+} from '../core/option-issues.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { toAIState } from '../core/state.js';
 import type { TemplateIssue } from '../core/template-issues.js';
@@ -74,19 +81,11 @@ export interface AgentTelemetryOptions {
   recordContent?: boolean;
 }
 
-const objectSchema = (what: string) => z.custom<object>((value) => typeof value === 'object' && value !== null, what);
-
 /** One schema per option: a new option of `CreateAgentOptions` does not compile until it is checked here. */
 const createAgentOptionSchemas: { [K in keyof Required<CreateAgentOptions>]: z.ZodType } = {
-  tools: z.record(z.string(), objectSchema('expected an AI SDK tool')),
-  manager: z.custom<object>(
-    (value) =>
-      typeof value === 'object' &&
-      value !== null &&
-      typeof (value as { getStateManager?: unknown }).getStateManager === 'function',
-    'expected an OrchestrationManager',
-  ),
-  store: z.union([z.string(), objectSchema('expected a store URL or a SessionStore')]),
+  tools: toolsSchema,
+  manager: managerSchema,
+  store: storeSchema,
   managerOptions: objectSchema('expected the options of createOrchestrationManager'),
   // An AI SDK model, a CoreLLM, a spec or provider options: resolved (and explained) below.
   model: z.unknown(),

@@ -7,7 +7,15 @@
 import type { ToolSet } from 'ai';
 import { z } from 'zod/v4';
 import type { OrchestrationSource } from '../core/compile.js';
-import { functionSchema, optionIssues, prefixIssues, throwOnErrors } from '../core/option-issues.js';
+import {
+  functionSchema,
+  managerSchema,
+  objectSchema,
+  optionIssues,
+  prefixIssues,
+  throwOnErrors,
+  toolsSchema,
+} from '../core/option-issues.js';
 import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
 import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
@@ -15,16 +23,6 @@ import { ruleConditionIssues } from './check-rule-conditions.js';
 import type { OrchestrateOptions } from './orchestrate.js';
 
 const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
-const objectSchema = (what: string) => z.custom<object>(isObject, what);
-
-/** An OrchestrationManager, from this copy of the package or another. */
-export const managerSchema = z.custom<OrchestrationManager>(
-  (value) => isObject(value) && typeof (value as { plan?: unknown }).plan === 'function',
-  'expected an OrchestrationManager (createOrchestrationManager())',
-);
-
-/** The agent's tools: a record of AI SDK tools. */
-export const toolsSchema = z.record(z.string(), objectSchema('expected an AI SDK tool (tool({ ... }))'));
 
 /** One schema per option: a new option of `orchestrate()` does not compile until it is checked here. */
 const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {

@@ -66,6 +66,36 @@ export function throwOnErrors(issues: readonly TemplateIssue[], subject: string)
   }
 }
 
+/** Any object, with what was expected in the error (`expected an AI SDK tool`). */
+export const objectSchema = (what: string) =>
+  z.custom<object>((value) => typeof value === 'object' && value !== null, what);
+
+/**
+ * An OrchestrationManager, from this copy of the package or another (a second copy in an app's
+ * bundle is a different class, so this is a duck-type check, not `instanceof`).
+ */
+export const managerSchema = z.custom<object>(
+  (value) =>
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { plan?: unknown }).plan === 'function' &&
+    typeof (value as { getStateManager?: unknown }).getStateManager === 'function',
+  'expected an OrchestrationManager (createOrchestrationManager())',
+);
+
+/** A store: its URL, or a SessionStore object. */
+export const storeSchema = z.union([
+  z.string(),
+  z.custom<object>(
+    (value) =>
+      typeof value === 'object' && value !== null && typeof (value as { update?: unknown }).update === 'function',
+    'expected a store URL or a SessionStore',
+  ),
+]);
+
+/** The agent's tools: a record of AI SDK tools. */
+export const toolsSchema = z.record(z.string(), objectSchema('expected an AI SDK tool (tool({ ... }))'));
+
 /** A function, for schemas of callback options. */
 export const functionSchema = z.custom<(...args: never[]) => unknown>(
   (value) => typeof value === 'function',

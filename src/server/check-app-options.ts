@@ -10,33 +10,27 @@ import { z } from 'zod/v4';
 import { checkAgentTemplate } from '../agents/create-agent.js';
 import { toolApprovalKeyBytes } from '../ai-sdk/tool-approval-secret.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { functionSchema, optionIssues, prefixIssues, throwOnErrors } from '../core/option-issues.js';
+import {
+  functionSchema,
+  managerSchema,
+  objectSchema,
+  optionIssues,
+  prefixIssues,
+  storeSchema,
+  throwOnErrors,
+  toolsSchema,
+} from '../core/option-issues.js';
 import { type TemplateIssue, TemplateIssueCode } from '../core/template-issues.js';
 import { checkStoreRuntime, storeUrlProblem } from '../stores/resolve-store.js';
 import type { CreateAppOptions } from './create-app.js';
 
 const wholeNumber = (min: number) => z.number().int(`expected a whole number >= ${min}`).min(min);
-const object = (what: string) => z.custom<object>((value) => typeof value === 'object' && value !== null, what);
-const storeSpec = z.union([
-  z.string(),
-  z.custom<object>(
-    (value) =>
-      typeof value === 'object' && value !== null && typeof (value as { update?: unknown }).update === 'function',
-    'expected a store URL or a SessionStore',
-  ),
-]);
 
 /** One schema per option: a new option of `CreateAppOptions` does not compile until it is checked here. */
 const optionSchemas: { [K in keyof Required<CreateAppOptions>]: z.ZodType } = {
-  agents: z.array(object('expected an agent template or { template, warnings?, model? }')),
-  manager: z.custom<object>(
-    (value) =>
-      typeof value === 'object' &&
-      value !== null &&
-      typeof (value as { getStateManager?: unknown }).getStateManager === 'function',
-    'expected an OrchestrationManager',
-  ),
-  store: storeSpec,
+  agents: z.array(objectSchema('expected an agent template or { template, warnings?, model? }')),
+  manager: managerSchema,
+  store: storeSchema,
   eventLog: wholeNumber(0),
   leaseMs: wholeNumber(1),
   // Each key's length is checked by the key ring's own rule, below (one rule, one message).
@@ -46,17 +40,17 @@ const optionSchemas: { [K in keyof Required<CreateAppOptions>]: z.ZodType } = {
   stateless: z.strictObject({
     keys: z.array(z.string()).min(1, 'stateless mode needs at least one signing key'),
     ttl: wholeNumber(1).optional(),
-    replayStore: z.union([storeSpec, z.literal(false)]).optional(),
+    replayStore: z.union([storeSchema, z.literal(false)]).optional(),
     onEvent: functionSchema.optional(),
   }),
   model: z.unknown(),
   telemetry: z.strictObject({
-    tracer: object('expected an OpenTelemetry tracer').optional(),
+    tracer: objectSchema('expected an OpenTelemetry tracer').optional(),
     recordContent: z.boolean().optional(),
   }),
-  tools: z.record(z.string(), object('expected an AI SDK tool')),
+  tools: toolsSchema,
   // Not z.record: process.env is not a plain object.
-  env: object('expected an environment such as process.env'),
+  env: objectSchema('expected an environment such as process.env'),
   apiKey: z.string().min(1, 'expected a non-empty key'),
   corsOrigins: z.array(z.string()),
   bodyLimit: wholeNumber(1),
@@ -88,8 +82,8 @@ const createAppSchema = z
   );
 
 const servedAgentSchema = z.strictObject({
-  template: object('expected an agent template'),
-  warnings: z.array(object('expected a template issue')).optional(),
+  template: objectSchema('expected an agent template'),
+  warnings: z.array(objectSchema('expected a template issue')).optional(),
   model: z.unknown().optional(),
 });
 
