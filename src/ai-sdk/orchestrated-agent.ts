@@ -25,8 +25,9 @@ import {
 import { z } from 'zod/v4';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
+import { managerSchema } from '../core/option-issues.js';
 import type { OrchestrationState } from '../core/state.js';
-import { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { assertOrchestratedAgentSettings } from './check-orchestrate-options.js';
 import {
   type CallStart,
@@ -69,7 +70,10 @@ const isFunction = (value: unknown) => typeof value === 'function';
 export const orchestratedCallOptionsSchema = z.object({
   sessionId: z.string().min(1, 'an orchestrated agent call needs options.sessionId'),
   manager: z
-    .custom<OrchestrationManager>((value) => value instanceof OrchestrationManager, 'expected an OrchestrationManager')
+    .custom<OrchestrationManager>(
+      (value) => managerSchema.safeParse(value).success,
+      'expected an OrchestrationManager (createOrchestrationManager())',
+    )
     .optional(),
   conversation: z
     .array(z.custom<ChatMessage>((value) => typeof value === 'object' && value !== null, 'expected a message'))
