@@ -128,7 +128,7 @@ export function compileToolPattern(
 export function selectTools(
   template: {
     tools?: readonly string[] | undefined;
-    orchestration?: { unlistedTools?: 'hidden' | 'allowed' | undefined } | undefined;
+    orchestration?: { unlistedTools?: 'hidden' | 'allowed' | undefined; [key: string]: unknown } | undefined;
   },
   declared: readonly DeclaredTool[],
 ): string[] {

@@ -118,13 +118,18 @@ export class OrchestrationManager {
    * `toolAnnotations`: what MCP tools declare, for annotation selectors such as `@readOnly`).
    * Throws `TemplateConfigError` when invalid.
    */
-  plan(config: OrchestrationSource, toolAnnotations?: ReadonlyMap<string, ToolAnnotations>): OrchestrationPlan {
+  plan(
+    config: OrchestrationSource | OrchestrationPlan,
+    toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
+  ): OrchestrationPlan {
     if (typeof config !== 'object' || config === null) {
       throw new InvalidArgumentError(
         'config',
         `expected an orchestration config or template object, got ${describeType(config)}`,
       );
     }
+    // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is.
+    if (isPlan(config)) return config;
     if (toolAnnotations === undefined) return compileOrchestration(config, this.#compileOptions);
     return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
   }
@@ -339,7 +344,7 @@ export class OrchestrationManager {
    * (the latest user message of `messages` handled, calls running in other turns counted).
    */
   async explain(
-    config: OrchestrationSource,
+    config: OrchestrationSource | OrchestrationPlan,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],
