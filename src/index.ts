@@ -4,6 +4,7 @@
 
 export {
   type CompiledStep,
+  type CompileOptions,
   compileOrchestration,
   compileStep,
   type OrchestrationPlan,
@@ -96,6 +97,16 @@ export {
   type TemplateIssue,
   TemplateIssueCode,
 } from './core/template-issues.js';
+export {
+  ANNOTATION_SELECTORS,
+  type AnnotationSelector,
+  type AnnotationSelectorName,
+  type DeclaredTool,
+  hasAnnotation,
+  parseSelector,
+  selectTools,
+  type ToolAnnotations,
+} from './core/tool-annotations.js';
 export {
   type BudgetStatus,
   budgetOf,

@@ -19,7 +19,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   agents: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents'],
   // createApp({ telemetry }) records its decisions and names each request's session on its spans.
   server: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'telemetry', 'server'],
-  cli: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server', 'telemetry', 'cli'],
+  cli: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'agents', 'server', 'telemetry', 'mcp', 'cli'],
+  // The gateway is a shell like the server's routes; over HTTP it mounts on createApp().
+  mcp: ['core', 'stores', 'orchestration', 'templates', 'ai-sdk', 'server', 'mcp'],
   testing: ['core', 'stores', 'orchestration', 'ai-sdk', 'testing'],
   // A listener on the manager's events and the request's spans; the server and the CLI wire it in.
   telemetry: ['core', 'stores', 'orchestration', 'telemetry'],

@@ -18,6 +18,7 @@ import {
 } from '../core/option-issues.js';
 import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
 import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { ruleConditionIssues } from './check-rule-conditions.js';
 import type { OrchestrateOptions } from './orchestrate.js';
@@ -33,6 +34,10 @@ const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSe
     .min(1, 'the session id is empty; pass a non-empty string')
     .max(MAX_SESSION_ID_LENGTH, `expected at most ${MAX_SESSION_ID_LENGTH} characters`),
   tools: toolsSchema,
+  toolAnnotations: z.custom<ReadonlyMap<string, unknown>>(
+    (value) => value instanceof Map,
+    'expected a Map from tool name to MCP annotations (mcpTools() returns one)',
+  ),
   messages: z.array(objectSchema('expected a message')),
   agentId: z.string().min(1, 'expected a non-empty agent id'),
   sessionState: objectSchema('expected an orchestration state'),
@@ -62,8 +67,12 @@ const orchestrateOptionsSchema = z.strictObject(
 export function assertOrchestrateOptions(options: unknown): void {
   const issues = optionIssues(orchestrateOptionsSchema, options);
   if (isObject(options)) {
-    const { manager, config, tools } = options as Partial<Record<'manager' | 'config' | 'tools', unknown>>;
-    issues.push(...configIssues(manager, config, tools));
+    const { manager, config, tools, toolAnnotations } = options as Partial<
+      Record<'manager' | 'config' | 'tools' | 'toolAnnotations', unknown>
+    >;
+    const annotations =
+      toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
+    issues.push(...configIssues(manager, config, tools, annotations));
   }
   throwOnErrors(issues, 'orchestrate() options');
 }
@@ -92,10 +101,15 @@ export function assertOrchestratedAgentSettings(settings: unknown): void {
  * The problems of a config as the manager compiles it (cached per config object), and of its
  * rule conditions against the input schemas of `tools` when they are given, prefixed `config`.
  */
-export function configIssues(manager: unknown, config: unknown, tools?: unknown): TemplateIssue[] {
+export function configIssues(
+  manager: unknown,
+  config: unknown,
+  tools?: unknown,
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
+): TemplateIssue[] {
   if (!managerSchema.safeParse(manager).success || !isObject(config)) return [];
   try {
-    const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource);
+    const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource, toolAnnotations);
     if (!isObject(tools)) return [];
     const base = 'orchestration' in config ? 'orchestration' : '';
     return prefixIssues([...ruleConditionIssues(plan, tools as ToolSet, base)], 'config');

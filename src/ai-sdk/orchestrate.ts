@@ -44,6 +44,7 @@ import type { OrchestrationEvent, ToolDenial } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
 import { toAIState } from '../core/state.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import { type BudgetStatus, decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
@@ -102,6 +103,13 @@ export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT exten
   sessionId: string;
   /** Every tool of the agent; the ones not allowed are hidden and refused. */
   tools: TOOLS;
+  /**
+   * What the tools declare (MCP annotations), by tool name, so that annotation selectors
+   * (`@readOnly`, `!@destructive`) in the template judge them: `mcpTools()` of
+   * `baton-agents/mcp` returns it beside the tools. A tool it does not know counts as declaring
+   * nothing (the MCP defaults). Pass the same map every turn, so the plan is reused.
+   */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations>;
   /**
    * The conversation, for message conditions. Default: the messages of the AI SDK call (its
    * `initialMessages`).
@@ -260,6 +268,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const turn = new Turn({
     manager,
     config: options.config,
+    toolAnnotations: options.toolAnnotations,
     sessionId,
     agentTools: toolNames,
     messages: conversation,

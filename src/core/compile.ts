@@ -9,11 +9,12 @@ import {
   defaultConditionRegistry,
   type MessageInfo,
 } from './conditions.js';
-import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import { type CompiledPattern, firstMatch } from './patterns.js';
 import { type CompiledRule, compileRules } from './rules.js';
 import type { OrchestrationConfig, OrchestrationStep, StepCondition } from './schema.js';
 import type { PendingMessage } from './state.js';
 import { formatPath, TemplateConfigError, type TemplateIssue } from './template-issues.js';
+import { compileToolPattern, isSelectorSyntax, type ToolAnnotations } from './tool-annotations.js';
 import { validateOrchestration } from './validate-template.js';
 
 /** One position of a sequence. */
@@ -75,6 +76,8 @@ export interface OrchestrationPlan {
   readonly shadow: boolean;
   /** Tokens one session may spend, if limited. */
   readonly tokenBudget: number | undefined;
+  /** What happens to MCP tools the template's `tools` does not name (default `hidden`). */
+  readonly unlistedTools: 'hidden' | 'allowed';
   /** True when the config or a step sets a token budget. */
   readonly hasBudgets: boolean;
   /** True when some condition reads the user message. */
@@ -112,9 +115,18 @@ export interface CompileOptions {
   tools?: readonly string[];
   /** Shown in errors. */
   file?: string;
+  /**
+   * What each tool declares (MCP annotations), by tool name: annotation selectors (`@readOnly`,
+   * `!@destructive`) resolve against it when the plan compiles. Without it, or for a tool it does
+   * not know, a selector judges the tool as declaring nothing (MCP defaults). Pass the same map
+   * object each time so the plan is reused.
+   */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations> | undefined;
 }
 
-const planCache = new WeakMap<ConditionRegistry, WeakMap<object, OrchestrationPlan>>();
+/** Plans by registry, then by annotation map (or {@link NO_ANNOTATIONS}), then by config object. */
+const planCache = new WeakMap<ConditionRegistry, WeakMap<object, WeakMap<object, OrchestrationPlan>>>();
+const NO_ANNOTATIONS: ReadonlyMap<string, ToolAnnotations> = new Map();
 const stepCache = new WeakMap<object, CompiledStep>();
 
 /**
@@ -132,10 +144,16 @@ export type OrchestrationSource =
  */
 export function compileOrchestration(source: OrchestrationSource, options: CompileOptions = {}): OrchestrationPlan {
   const registry = options.conditions ?? defaultConditionRegistry;
-  let byConfig = planCache.get(registry);
+  const annotations = options.toolAnnotations ?? NO_ANNOTATIONS;
+  let byAnnotations = planCache.get(registry);
+  if (byAnnotations === undefined) {
+    byAnnotations = new WeakMap();
+    planCache.set(registry, byAnnotations);
+  }
+  let byConfig = byAnnotations.get(annotations);
   if (byConfig === undefined) {
     byConfig = new WeakMap();
-    planCache.set(registry, byConfig);
+    byAnnotations.set(annotations, byConfig);
   }
   const cached = options.tools === undefined ? byConfig.get(source) : undefined;
   if (cached !== undefined) return cached;
@@ -150,9 +168,10 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
     conditions: registry,
     path: isTemplate ? ['orchestration'] : [],
     ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.toolAnnotations ? { toolAnnotations: options.toolAnnotations } : {}),
   });
   if (!result.success) throw new TemplateConfigError(result.issues, options.file);
-  const plan = buildPlan(result.config, registry, result.warnings);
+  const plan = buildPlan(result.config, registry, result.warnings, options.toolAnnotations);
   if (options.tools === undefined) byConfig.set(source, plan);
   return plan;
 }
@@ -164,6 +183,7 @@ const ORCHESTRATION_KEYS = new Set([
   'shadow',
   'budget',
   'rules',
+  'unlistedTools',
   'steps',
 ]);
 
@@ -190,9 +210,10 @@ function buildPlan(
   config: OrchestrationConfig,
   registry: ConditionRegistry,
   warnings: TemplateIssue[],
+  annotations: ReadonlyMap<string, ToolAnnotations> | undefined,
 ): OrchestrationPlan {
   const messages: MessageConditions = { tests: [], keepsText: false };
-  const steps = config.steps.map((step, index) => buildStep(step, index, registry, messages));
+  const steps = config.steps.map((step, index) => buildStep(step, index, registry, messages, annotations));
   const byName = new Map(steps.map((s) => [s.name, s]));
   const defaultStep =
     config.defaultStep !== undefined ? byName.get(config.defaultStep) : steps.find((s) => s.source.isDefault === true);
@@ -205,10 +226,10 @@ function buildPlan(
   for (const s of config.steps) {
     for (const p of s.sequence ?? []) for (const t of typeof p === 'string' ? [p] : p) referenced.add(t);
     for (const c of s.conditions ?? []) if (registry.get(c.type)?.valueIsTool && c.value) referenced.add(c.value);
-    for (const a of s.availableTools?.allowed ?? []) if (!a.includes('*')) referenced.add(a);
+    for (const a of s.availableTools?.allowed ?? []) if (!a.includes('*') && !isSelectorSyntax(a)) referenced.add(a);
   }
   const allToolsCache = new WeakMap<readonly string[], readonly string[]>();
-  const rules = compileRules(config.rules, undefined);
+  const rules = compileRules(config.rules, undefined, annotations);
   const ruleById = new Map<string, CompiledRule>();
   for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
   const rulesByStep = new Map<string | undefined, Map<string, readonly CompiledRule[]>>();
@@ -220,6 +241,7 @@ function buildPlan(
     historyLimit: config.historyLimit,
     shadow: config.shadow === true,
     tokenBudget: config.budget?.totalTokens,
+    unlistedTools: config.unlistedTools ?? 'hidden',
     hasBudgets: config.budget !== undefined || steps.some((s) => s.tokenBudget !== undefined),
     readsMessages,
     rules: Object.freeze(rules),
@@ -294,13 +316,14 @@ function buildStep(
   index: number,
   registry: ConditionRegistry,
   messages: MessageConditions,
+  annotations: ReadonlyMap<string, ToolAnnotations> | undefined,
 ): CompiledStep {
   const sequence: SequenceSlot[] = (step.sequence ?? []).map((position) => {
     const tools = Object.freeze(typeof position === 'string' ? [position] : [...position]);
     return Object.freeze({ tools, set: new Set(tools) });
   });
-  const allowed = (step.availableTools?.allowed ?? []).map(compilePattern);
-  const denied = (step.availableTools?.denied ?? []).map(compilePattern);
+  const allowed = (step.availableTools?.allowed ?? []).map((p) => compileToolPattern(p, annotations));
+  const denied = (step.availableTools?.denied ?? []).map((p) => compileToolPattern(p, annotations));
   const resets = step.resetSequenceOn ?? [];
   const resetOnMessage: ConditionTest[] = [];
   for (const rule of resets) {
@@ -341,7 +364,7 @@ function buildStep(
     resetOnNewMessage: resets.includes('new_message'),
     resetOnOutOfSequence: resets.includes('out_of_sequence'),
     resetOnMessage: Object.freeze(resetOnMessage),
-    rules: Object.freeze(compileRules(step.rules, { name: step.name, index })),
+    rules: Object.freeze(compileRules(step.rules, { name: step.name, index }, annotations)),
     permits,
     view(agentTools: readonly string[]): ToolView {
       const hit = views.get(agentTools);

@@ -287,7 +287,7 @@ describe('explain and authorize', () => {
     expect(e.allowedTools).toEqual(['search']);
     expect(e.sequence).toMatchObject({ index: 0, length: 2, expected: ['search'], completed: false, blocked: false });
     const byTool = Object.fromEntries(e.tools.map((t) => [t.tool, t]));
-    expect(byTool.search).toEqual({ tool: 'search', allowed: true });
+    expect(byTool.search).toEqual({ tool: 'search', allowed: true, allowedBy: 'search' });
     expect(byTool.think?.reason).toMatchObject({ code: 'sequence', expected: ['search'] });
     expect(byTool.delete_db?.reason).toMatchObject({ code: 'denied', pattern: 'delete_*' });
     expect(byTool.email?.reason).toMatchObject({ code: 'not-allowed' });

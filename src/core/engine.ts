@@ -7,6 +7,7 @@ import { type CompiledStep, type OrchestrationPlan, positionTools } from './comp
 import type { ConditionContext, MessageInfo } from './conditions.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
 import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, type TokenUsage } from './state.js';
+import { describeSelector } from './tool-annotations.js';
 
 /** A new state and what happened on the way. `state` is the input object when nothing changed. */
 export interface EngineResult {
@@ -228,15 +229,16 @@ export function denialOf(
   if (step === undefined) return undefined;
   const deniedBy = step.denied.find((p) => p.test(tool));
   if (deniedBy) {
-    return {
-      code: 'denied',
-      pattern: deniedBy.pattern,
-      message: `step "${step.name}" denies "${tool}" (pattern "${deniedBy.pattern}")`,
-    };
+    const by =
+      deniedBy.selector === undefined
+        ? `pattern "${deniedBy.pattern}"`
+        : `selector ${describeSelector(deniedBy.selector)}`;
+    return { code: 'denied', pattern: deniedBy.pattern, message: `step "${step.name}" denies "${tool}" (${by})` };
   }
   if (!step.permits(tool)) {
     const allowed = step.allowed.map((p) => p.pattern);
-    return { code: 'not-allowed', allowed, message: `step "${step.name}" allows only ${allowed.join(', ')}` };
+    const listed = step.allowed.map((p) => (p.selector === undefined ? p.pattern : describeSelector(p.selector)));
+    return { code: 'not-allowed', allowed, message: `step "${step.name}" allows only ${listed.join(', ')}` };
   }
   const index = state.sequenceIndex;
   if (index < step.sequence.length) {

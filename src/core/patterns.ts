@@ -5,10 +5,13 @@
  * pattern like `*a*a*a*a*b` cannot make matching slow.
  */
 import { RE2JS } from 're2js';
+import type { AnnotationSelector } from './tool-annotations.js';
 
 /** A pattern compiled once. */
 export interface CompiledPattern {
   readonly pattern: string;
+  /** Set when the pattern is an annotation selector (`@readOnly`, `!@destructive`). */
+  readonly selector?: AnnotationSelector;
   readonly test: (toolName: string) => boolean;
 }
 

@@ -19,9 +19,10 @@
  * refuses the call and says why: fail closed, as the AI SDK's policy packages do.
  */
 import { Environment, type ObjectSchema } from '@marcbachmann/cel-js';
-import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import { type CompiledPattern, firstMatch } from './patterns.js';
 import type { Rule } from './schema.js';
 import type { OrchestrationState } from './state.js';
+import { compileToolPattern, type ToolAnnotations } from './tool-annotations.js';
 
 /** Longest `when` expression, in characters. */
 export const MAX_EXPRESSION_LENGTH = 2_000;
@@ -209,10 +210,11 @@ export function limitPeriod(per: string): LimitPeriod | undefined {
 export function compileRules(
   rules: readonly Rule[] | undefined,
   step: { name: string; index: number } | undefined,
+  annotations?: ReadonlyMap<string, ToolAnnotations>,
 ): CompiledRule[] {
   if (rules === undefined) return [];
   return rules.map((rule, index) => {
-    const patterns: CompiledPattern[] = rule.tools.map(compilePattern);
+    const patterns: CompiledPattern[] = rule.tools.map((pattern) => compileToolPattern(pattern, annotations));
     const program = rule.when === undefined ? undefined : compileExpression(rule.when).program;
     const matched = new Map<string, boolean>();
     const period = rule.limit === undefined ? undefined : limitPeriod(rule.limit.per);

@@ -32,10 +32,17 @@ export const stepConditionSchema = z
   })
   .describe('All conditions of a step must hold for it to become active');
 
-/** Allowed and denied tool patterns; `*` matches any run of characters. */
+/** Where a tool pattern is accepted: a name, a glob, or an annotation selector. */
+const PATTERN_HELP =
+  'tool names, globs (`*` is any run of characters) or MCP annotation selectors (@readOnly, @destructive, @idempotent, @openWorld; negated as !@readOnly)';
+
+/** Allowed and denied tool patterns; `*` matches any run of characters; `@readOnly` etc. select by MCP annotations. */
 export const availableToolsSchema = z.strictObject({
-  allowed: z.array(z.string().min(1)).optional().describe('Tool names or globs; absent or empty means every tool'),
-  denied: z.array(z.string().min(1)).optional().describe('Tool names or globs removed even when allowed'),
+  allowed: z
+    .array(z.string().min(1))
+    .optional()
+    .describe(`Tools the step allows: ${PATTERN_HELP}; absent or empty means every tool`),
+  denied: z.array(z.string().min(1)).optional().describe(`Tools removed even when allowed: ${PATTERN_HELP}`),
 });
 
 const sequencePosition = z.union([
@@ -62,7 +69,7 @@ export const ruleLimitSchema = z.strictObject({
 /** A rule on calls (SPEC section 9): an effect or a limit for the tools it names. */
 export const ruleSchema = z
   .strictObject({
-    tools: z.array(z.string().min(1)).min(1).describe('Tool names or globs the rule applies to'),
+    tools: z.array(z.string().min(1)).min(1).describe(`The tools the rule applies to: ${PATTERN_HELP}`),
     when: z
       .string()
       .min(1)
@@ -89,7 +96,10 @@ export const orchestrationStepSchema = z.strictObject({
   isDefault: z.boolean().optional().describe('Active when no step with conditions is chosen'),
   conditions: z.array(stepConditionSchema).optional(),
   availableTools: availableToolsSchema.optional(),
-  sequence: z.array(sequencePosition).optional().describe('Tools required in this order'),
+  sequence: z
+    .array(sequencePosition)
+    .optional()
+    .describe('Tools required in this order, by exact name (not globs or annotation selectors)'),
   requireSequence: z
     .boolean()
     .optional()
@@ -121,6 +131,12 @@ export const orchestrationConfigSchema = z.strictObject({
     .optional()
     .describe('Tokens one session may spend; once spent, no tool is offered and the turn ends with an answer'),
   rules: z.array(ruleSchema).optional().describe('Rules on calls that apply in every step'),
+  unlistedTools: z
+    .enum(['hidden', 'allowed'])
+    .optional()
+    .describe(
+      'MCP tools that the template\'s `tools` does not name: "hidden" (the default: never offered, never run) or "allowed" (offered like listed tools, steps still apply)',
+    ),
   steps: z.array(orchestrationStepSchema),
 });
 
@@ -140,7 +156,12 @@ export const agentTemplateSchema = z.looseObject({
   description: z.string().optional(),
   personality: text.optional(),
   llm: llmConfigSchema.optional(),
-  tools: z.array(z.string().min(1)).optional().describe('Tool names of the agent'),
+  tools: z
+    .array(z.string().min(1))
+    .optional()
+    .describe(
+      'Tool names of the agent; for MCP tools also globs and annotation selectors (@readOnly, !@destructive, ...) naming the upstream tools it may use',
+    ),
   nodes: z
     .array(z.string().min(1))
     .optional()

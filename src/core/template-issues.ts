@@ -23,6 +23,10 @@ export const TemplateIssueCode = {
   InvalidCondition: 'invalid_condition',
   InvalidRegex: 'invalid_regex',
   InvalidPattern: 'invalid_pattern',
+  /** An annotation selector that does not exist (`@readonly` for `@readOnly`). */
+  UnknownSelector: 'unknown_selector',
+  /** An annotation selector where one concrete tool must be named (a sequence, a condition's tool). */
+  SelectorNotAllowed: 'selector_not_allowed_here',
   SequenceToolNotPermitted: 'sequence_tool_not_permitted',
   UnknownTool: 'unknown_tool',
   InvalidResetRule: 'invalid_reset_rule',

@@ -63,6 +63,7 @@ import {
   viewStep,
 } from './engine.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
+import { firstMatch } from './patterns.js';
 import type { CompiledRule } from './rules.js';
 import {
   type OrchestrationState,
@@ -250,6 +251,11 @@ export interface ToolExplanation {
   readonly allowed: boolean;
   /** Why not, when not allowed. */
   readonly reason?: ToolDenial;
+  /**
+   * When allowed and the active step lists `availableTools.allowed`: the first of its patterns
+   * that lets the tool through (a name, a glob, or an annotation selector such as `@readOnly`).
+   */
+  readonly allowedBy?: string;
   /**
    * Rules on calls whose condition depends on the call's input, so that they may still refuse a
    * call of it, or ask a person to approve one (`effect`: `deny`, `allow`, `approve` or `limit`).
@@ -719,6 +725,7 @@ export function explain(
   const { type: _type, ...step } = decideStep(plan, current, outcomes, agentTools, context, []);
   const capped = isCapped(current);
   const preset = isSuperseded(current, context) ? SUPERSEDED : undefined;
+  const active = plan.step(step.activeStep);
   const tools: ToolExplanation[] = agentTools.map((tool) => {
     if (capped) return { tool, allowed: false, reason: capDenial(step.running) };
     const judged = judge(plan, outcomes, tool, agentTools, preset, undefined, context);
@@ -732,7 +739,12 @@ export function explain(
               reason: rule.reason,
             })),
           };
-    if (judged.enforced === 'all') return { tool, allowed: true, ...rules };
+    if (judged.enforced === 'all') {
+      const by = active === undefined || active.allowed.length === 0 ? undefined : firstMatch(active.allowed, tool);
+      return by === undefined
+        ? { tool, allowed: true, ...rules }
+        : { tool, allowed: true, allowedBy: by.pattern, ...rules };
+    }
     // The decision's own reason: whether it runs, or would be blocked, depends on running calls
     // unless every outcome agrees (see decideCall).
     const depends = judged.runs === 'some' || judged.enforced === 'some';

@@ -317,6 +317,7 @@ describe('JSON Schema', () => {
       'shadow',
       'budget',
       'rules',
+      'unlistedTools',
       'steps',
     ]);
   });

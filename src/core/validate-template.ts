@@ -31,6 +31,13 @@ import {
   TemplateConfigError,
   type TemplateIssue,
 } from './template-issues.js';
+import {
+  compileToolPattern,
+  isSelectorSyntax,
+  parseSelector,
+  SELECTOR_SPELLINGS,
+  type ToolAnnotations,
+} from './tool-annotations.js';
 
 /** Options of template validation. */
 export interface ValidateTemplateOptions {
@@ -41,6 +48,12 @@ export interface ValidateTemplateOptions {
   tools?: readonly string[];
   /** Condition types to accept (default: the built-ins plus registered custom types). */
   conditions?: ConditionRegistry;
+  /**
+   * What each tool declares (MCP annotations): with it, annotation selectors are judged
+   * exactly (e.g. whether a sequence tool is permitted by `allowed: ["@readOnly"]`); without
+   * it, a check that depends on a selector is skipped.
+   */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations>;
 }
 
 /** Result of {@link validateTemplate}: never thrown, always returned. */
@@ -127,6 +140,7 @@ export function validateTemplate(json: unknown, options: ValidateTemplateOptions
     );
   }
   const tools = options.tools ?? templateTools(data);
+  if (Array.isArray(data.tools)) compilePatterns(data.tools, ['tools'], issues);
   if (isObject(data.orchestration)) {
     checkOrchestration(
       data.orchestration,
@@ -134,6 +148,7 @@ export function validateTemplate(json: unknown, options: ValidateTemplateOptions
       tools,
       options.conditions ?? defaultConditionRegistry,
       issues,
+      options.toolAnnotations,
     );
   }
   if (issues.hasErrors || !parsed.success) return { success: false, issues: issues.sorted() };
@@ -158,7 +173,14 @@ export function validateOrchestration(
   }
   const parsed = orchestrationConfigSchema.safeParse(config, { reportInput: true });
   if (!parsed.success) addZodIssues(parsed.error.issues, path, issues);
-  checkOrchestration(config, path, options.tools, options.conditions ?? defaultConditionRegistry, issues);
+  checkOrchestration(
+    config,
+    path,
+    options.tools,
+    options.conditions ?? defaultConditionRegistry,
+    issues,
+    options.toolAnnotations,
+  );
   if (issues.hasErrors || !parsed.success) return { success: false, issues: issues.sorted() };
   return { success: true, config: parsed.data, warnings: issues.sorted() };
 }
@@ -275,6 +297,7 @@ function checkOrchestration(
   agentTools: readonly string[] | undefined,
   registry: ConditionRegistry,
   issues: IssueList,
+  annotations: ReadonlyMap<string, ToolAnnotations> | undefined,
 ) {
   const rawSteps = Array.isArray(config.steps) ? config.steps : [];
   const steps: StepInfo[] = rawSteps.flatMap((raw, index) =>
@@ -292,7 +315,7 @@ function checkOrchestration(
   );
   const stepPath = (s: StepInfo, ...rest: PropertyKey[]) => [...base, 'steps', s.index, ...rest];
   const names = steps.flatMap((s) => (s.name === undefined ? [] : [s.name]));
-  const toolSet = agentTools ? new Set(agentTools) : undefined;
+  const toolSet = agentTools ? toolCatalog(agentTools) : undefined;
   const historyLimit = typeof config.historyLimit === 'number' ? config.historyLimit : 50;
 
   // Duplicate names.
@@ -341,15 +364,18 @@ function checkOrchestration(
   }
   const defaultName = isString(config.defaultStep) ? config.defaultStep : defaults[0]?.name;
 
-  checkRules(config.rules, [...base, 'rules'], toolSet, agentTools, issues);
-  for (const s of steps) checkRules(s.raw.rules, stepPath(s, 'rules'), toolSet, agentTools, issues);
+  checkRules(config.rules, [...base, 'rules'], toolSet, agentTools, issues, annotations);
+  for (const s of steps) checkRules(s.raw.rules, stepPath(s, 'rules'), toolSet, agentTools, issues, annotations);
 
   for (const s of steps) {
     const available = isObject(s.raw.availableTools) ? s.raw.availableTools : undefined;
-    const allowed = compilePatterns(available?.allowed, stepPath(s, 'availableTools', 'allowed'), issues);
-    const denied = compilePatterns(available?.denied, stepPath(s, 'availableTools', 'denied'), issues);
+    const allowed = compilePatterns(available?.allowed, stepPath(s, 'availableTools', 'allowed'), issues, annotations);
+    const denied = compilePatterns(available?.denied, stepPath(s, 'availableTools', 'denied'), issues, annotations);
+    // Without annotations a selector's answer is unknown: assume the one that reports nothing.
+    const judged = annotations !== undefined;
     const permits = (tool: string) =>
-      (allowed.length === 0 || firstMatch(allowed, tool) !== undefined) && firstMatch(denied, tool) === undefined;
+      (allowed.length === 0 || allowed.some((p) => (p.selector !== undefined && !judged) || p.test(tool))) &&
+      !denied.some((p) => (p.selector === undefined || judged) && p.test(tool));
 
     // Sequence tools: permitted by availableTools, and known to the agent.
     if (Array.isArray(s.raw.sequence)) {
@@ -357,6 +383,15 @@ function checkOrchestration(
         const alternatives = isString(position) ? [position] : Array.isArray(position) ? position.filter(isString) : [];
         alternatives.forEach((tool, j) => {
           const path = isString(position) ? stepPath(s, 'sequence', i) : stepPath(s, 'sequence', i, j);
+          if (isSelectorSyntax(tool)) {
+            issues.error(
+              Code.SelectorNotAllowed,
+              path,
+              `a sequence names concrete tools, but "${tool}" is an annotation selector`,
+              'name the tool itself here, and use the selector in availableTools or a rule',
+            );
+            return;
+          }
           if (!permits(tool)) {
             issues.error(
               Code.SequenceToolNotPermitted,
@@ -473,9 +508,10 @@ function checkOrchestration(
 function checkRules(
   raw: unknown,
   path: Path,
-  toolSet: ReadonlySet<string> | undefined,
+  toolSet: ToolCatalog | undefined,
   agentTools: readonly string[] | undefined,
   issues: IssueList,
+  annotations: ReadonlyMap<string, ToolAnnotations> | undefined,
 ): void {
   if (!Array.isArray(raw)) return;
   raw.forEach((rule, i) => {
@@ -512,10 +548,10 @@ function checkRules(
         );
       }
     }
-    const patterns = compilePatterns(rule.tools, [...at, 'tools'], issues);
+    const patterns = compilePatterns(rule.tools, [...at, 'tools'], issues, annotations);
     if (toolSet && Array.isArray(rule.tools)) {
       rule.tools.forEach((tool, j) => {
-        if (!isString(tool) || tool.includes('*') || toolSet.has(tool)) return;
+        if (!isString(tool) || tool.includes('*') || isSelectorSyntax(tool) || toolSet.has(tool)) return;
         issues.warn(
           Code.UnknownTool,
           [...at, 'tools', j],
@@ -524,18 +560,58 @@ function checkRules(
         );
       });
     }
-    if (toolSet && patterns.length > 0 && ![...toolSet].some((tool) => firstMatch(patterns, tool) !== undefined)) {
+    const judgeable = toolSet?.exact === true && patterns.every((p) => p.selector === undefined || annotations);
+    if (judgeable && patterns.length > 0 && !toolSet.names.some((tool) => firstMatch(patterns, tool) !== undefined)) {
       issues.warn(Code.UnknownTool, [...at, 'tools'], "the rule's patterns match none of the agent's tools");
     }
   });
 }
 
-function compilePatterns(raw: unknown, path: Path, issues: IssueList): CompiledPattern[] {
+/**
+ * The agent's tools as validation sees them: a list of names, or (for MCP tools) a list that
+ * may hold globs and selectors, which names a tool only if some entry could match it.
+ */
+interface ToolCatalog {
+  has(tool: string): boolean;
+  /** The entries as written. */
+  readonly names: readonly string[];
+  /** True when every entry is a plain name. */
+  readonly exact: boolean;
+}
+
+function toolCatalog(agentTools: readonly string[]): ToolCatalog {
+  const exact = agentTools.every((tool) => !tool.includes('*') && !isSelectorSyntax(tool));
+  if (exact) {
+    const set = new Set(agentTools);
+    return { has: (tool) => set.has(tool), names: agentTools, exact };
+  }
+  // A selector may match any tool whose annotations are unknown here: then nothing is unknown.
+  if (agentTools.some(isSelectorSyntax)) return { has: () => true, names: agentTools, exact };
+  const patterns = agentTools.map((tool) => compilePattern(tool));
+  return { has: (tool) => firstMatch(patterns, tool) !== undefined, names: agentTools, exact };
+}
+
+/** Compiles a list of tool patterns; a misspelt selector or a bad glob is an issue at its path. */
+function compilePatterns(
+  raw: unknown,
+  path: Path,
+  issues: IssueList,
+  annotations?: ReadonlyMap<string, ToolAnnotations>,
+): CompiledPattern[] {
   if (!Array.isArray(raw)) return [];
   return raw.flatMap((pattern, i) => {
     if (!isString(pattern) || pattern === '') return [];
+    if (isSelectorSyntax(pattern) && parseSelector(pattern) === undefined) {
+      issues.error(
+        Code.UnknownSelector,
+        [...path, i],
+        `unknown annotation selector "${pattern}" (selectors: ${SELECTOR_SPELLINGS.filter((s) => !s.startsWith('!')).join(', ')}, each negatable with "!")`,
+        didYouMean(pattern, SELECTOR_SPELLINGS),
+      );
+      return [];
+    }
     try {
-      return [compilePattern(pattern)];
+      return [compileToolPattern(pattern, annotations)];
     } catch (error) {
       issues.error(Code.InvalidPattern, [...path, i], `invalid tool pattern "${pattern}": ${(error as Error).message}`);
       return [];
@@ -548,7 +624,7 @@ function checkCondition(
   step: StepInfo,
   path: Path,
   registry: ConditionRegistry,
-  toolSet: ReadonlySet<string> | undefined,
+  toolSet: ToolCatalog | undefined,
   agentTools: readonly string[] | undefined,
   historyLimit: number,
   issues: IssueList,
@@ -600,6 +676,15 @@ function checkCondition(
       [...path, 'window'],
       `window ${c.window} is larger than historyLimit ${historyLimit}; only ${historyLimit} tool uses are kept`,
     );
+  }
+  if (definition.valueIsTool && isString(c.value) && isSelectorSyntax(c.value)) {
+    issues.error(
+      Code.SelectorNotAllowed,
+      [...path, 'value'],
+      `a ${c.type} condition names one tool, but "${c.value}" is an annotation selector`,
+      'name the tool itself',
+    );
+    return;
   }
   if (definition.valueIsTool && isString(c.value) && toolSet && !toolSet.has(c.value)) {
     issues.error(

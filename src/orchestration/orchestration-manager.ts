@@ -22,6 +22,7 @@ import {
   type OrchestrationState,
   type TokenUsage,
 } from '../core/state.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {
   type Explanation,
   explain,
@@ -112,15 +113,25 @@ export class OrchestrationManager {
     this.#compileOptions = options.conditions ? { conditions: options.conditions } : {};
   }
 
-  /** The compiled plan of `config` (cached by object identity). Throws `TemplateConfigError` when invalid. */
-  plan(config: OrchestrationSource): OrchestrationPlan {
+  /**
+   * The compiled plan of `config` (cached by object identity, and by the identity of
+   * `toolAnnotations`: what MCP tools declare, for annotation selectors such as `@readOnly`).
+   * Throws `TemplateConfigError` when invalid.
+   */
+  plan(
+    config: OrchestrationSource | OrchestrationPlan,
+    toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
+  ): OrchestrationPlan {
     if (typeof config !== 'object' || config === null) {
       throw new InvalidArgumentError(
         'config',
         `expected an orchestration config or template object, got ${describeType(config)}`,
       );
     }
-    return compileOrchestration(config, this.#compileOptions);
+    // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is.
+    if (isPlan(config)) return config;
+    if (toolAnnotations === undefined) return compileOrchestration(config, this.#compileOptions);
+    return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
   }
 
   /** Listens to events; returns a function that stops listening. */
@@ -333,7 +344,7 @@ export class OrchestrationManager {
    * (the latest user message of `messages` handled, calls running in other turns counted).
    */
   async explain(
-    config: OrchestrationSource,
+    config: OrchestrationSource | OrchestrationPlan,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],

@@ -26,6 +26,7 @@ import { LeaseLostError } from '../core/errors.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import { createState, type OrchestrationState } from '../core/state.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {
   DEFAULT_LEASE_MS,
   type StepDecision,
@@ -42,6 +43,8 @@ export interface TurnOptions {
   manager: OrchestrationManager;
   /** The template or its `orchestration` block. */
   config: OrchestrationSource;
+  /** What the agent's MCP tools declare, by tool name: annotation selectors resolve against it. */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations> | undefined;
   sessionId: string;
   /** Every tool of the agent, in order. */
   agentTools: readonly string[];
@@ -115,7 +118,7 @@ export class Turn {
 
   constructor(options: TurnOptions) {
     this.#manager = options.manager;
-    this.#plan = options.manager.plan(options.config);
+    this.#plan = options.manager.plan(options.config, options.toolAnnotations);
     this.#sessionId = options.sessionId;
     this.#agentTools = options.agentTools;
     this.#messages = options.messages;
