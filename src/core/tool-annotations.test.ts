@@ -197,7 +197,7 @@ describe('annotation selectors in decisions', () => {
     const refused = tools.find((t) => t.tool === 'delete_file');
     expect(refused?.allowed).toBe(false);
     expect(refused?.reason?.message).toBe(
-      'step "Look" allows only write_file, "@readOnly" (read-only (readOnlyHint) tools)',
+      'step "Look" allows only write_file, "@readOnly" (read-only tools: readOnlyHint true)',
     );
   });
 

@@ -32,12 +32,12 @@ export interface DeclaredTool {
   annotations?: ToolAnnotations | undefined;
 }
 
-/** The annotation selectors, each with what it means (for messages and docs). */
+/** The annotation selectors: the kind of tool each selects, and the rule (for messages and docs). */
 export const ANNOTATION_SELECTORS = {
-  '@readOnly': 'read-only (readOnlyHint)',
-  '@destructive': 'destructive (destructiveHint, and not readOnlyHint)',
-  '@idempotent': 'idempotent (idempotentHint, or readOnlyHint)',
-  '@openWorld': 'open-world (openWorldHint)',
+  '@readOnly': { tools: 'read-only', rule: 'readOnlyHint true' },
+  '@destructive': { tools: 'destructive', rule: 'destructiveHint true or absent, readOnlyHint not true' },
+  '@idempotent': { tools: 'idempotent', rule: 'idempotentHint true, or readOnlyHint true' },
+  '@openWorld': { tools: 'open-world', rule: 'openWorldHint true or absent' },
 } as const;
 
 /** One of {@link ANNOTATION_SELECTORS}' names. */
@@ -89,10 +89,12 @@ export function selectorMatches(selector: AnnotationSelector, annotations: ToolA
   return hasAnnotation(selector.name, annotations) !== selector.negated;
 }
 
-/** A sentence saying what `selector` selects, e.g. `"@readOnly" (read-only (readOnlyHint) tools)`. */
+/** What `selector` selects, e.g. `"@readOnly" (read-only tools: readOnlyHint true)`. */
 export function describeSelector(selector: AnnotationSelector): string {
-  const written = `${selector.negated ? '!' : ''}${selector.name}`;
-  return `"${written}" (${selector.negated ? 'tools not ' : ''}${ANNOTATION_SELECTORS[selector.name]}${selector.negated ? '' : ' tools'})`;
+  const { tools, rule } = ANNOTATION_SELECTORS[selector.name];
+  return selector.negated
+    ? `"!${selector.name}" (every tool but the ${tools} ones: ${rule})`
+    : `"${selector.name}" (${tools} tools: ${rule})`;
 }
 
 /**

@@ -232,7 +232,7 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     const echo = explained.tools.find((t) => t.tool === 'everything__echo');
     expect(echo).toMatchObject({ allowed: true, allowedBy: '@readOnly' });
     const refused = explained.tools.find((t) => t.tool === `everything__${writer.name}`);
-    expect(refused?.reason?.message).toContain('"@readOnly" (read-only (readOnlyHint) tools)');
+    expect(refused?.reason?.message).toContain('"@readOnly" (read-only tools: readOnlyHint true)');
   });
 
   it('refuses server names that cannot be part of a tool name, and colliding names', async () => {
