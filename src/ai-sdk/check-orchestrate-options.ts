@@ -91,8 +91,12 @@ const orchestratedAgentSchema = z.looseObject({
 export function assertOrchestratedAgentSettings(settings: unknown): void {
   const issues = optionIssues(orchestratedAgentSchema, settings);
   if (isObject(settings)) {
-    const { manager, config, tools } = settings as Partial<Record<'manager' | 'config' | 'tools', unknown>>;
-    issues.push(...configIssues(manager, config, tools));
+    const { manager, config, tools, toolAnnotations } = settings as Partial<
+      Record<'manager' | 'config' | 'tools' | 'toolAnnotations', unknown>
+    >;
+    const annotations =
+      toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
+    issues.push(...configIssues(manager, config, tools, annotations));
   }
   throwOnErrors(issues, 'OrchestratedAgent settings');
 }

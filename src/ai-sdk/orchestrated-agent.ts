@@ -27,6 +27,7 @@ import type { OrchestrationSource } from '../core/compile.js';
 import type { ChatMessage } from '../core/messages.js';
 import { managerSchema } from '../core/option-issues.js';
 import type { OrchestrationState } from '../core/state.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { assertOrchestratedAgentSettings } from './check-orchestrate-options.js';
 import {
@@ -102,6 +103,8 @@ export type OrchestratedAgentSettings<
   manager: OrchestrationManager;
   /** The template or its `orchestration` block. */
   config: OrchestrationSource;
+  /** What the tools declare (MCP annotations), by name, for annotation selectors: see `orchestrate({ toolAnnotations })`. */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations>;
   /**
    * Receives orchestration failures of every call (a state write, a callback that threw).
    * Default `console.error`. (`onError` stays the AI SDK's: errors of a streamed call.)
@@ -143,7 +146,7 @@ export class OrchestratedAgent<
 > extends ToolLoopAgent<OrchestratedCallOptions, TOOLS, RUNTIME_CONTEXT, OUTPUT> {
   constructor(settings: OrchestratedAgentSettings<TOOLS, RUNTIME_CONTEXT, OUTPUT>) {
     assertOrchestratedAgentSettings(settings);
-    const { manager, config, onOrchestrationError, prepareCall } = settings;
+    const { manager, config, onOrchestrationError, prepareCall, toolAnnotations } = settings;
     super({
       ...settings,
       // The agent's call options are the session and its hooks: checked before anything runs.
@@ -167,6 +170,7 @@ export class OrchestratedAgent<
           tools: prepared.tools ?? settings.tools,
           messages: conversation ?? prepared.messages ?? call.messages ?? [],
           onError: report,
+          ...(toolAnnotations ? { toolAnnotations } : {}),
           ...(onStep ? { onStep } : {}),
           ...(agentId !== undefined ? { agentId } : {}),
           ...(sessionState !== undefined ? { sessionState } : {}),

@@ -10,6 +10,7 @@ import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
 import { generateText, isStepCount } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orchestrate } from '../ai-sdk/orchestrate.js';
+import { createOrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
 import { hasAnnotation } from '../core/tool-annotations.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
@@ -233,6 +234,31 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(echo).toMatchObject({ allowed: true, allowedBy: '@readOnly' });
     const refused = explained.tools.find((t) => t.tool === `everything__${writer.name}`);
     expect(refused?.reason?.message).toContain('"@readOnly" (read-only tools: readOnlyHint true)');
+  });
+
+  it('createOrchestratedAgent takes the same tools and annotations', async () => {
+    const template = {
+      id: 'mcp-agent-class',
+      tools: ['everything__*'],
+      orchestration: { steps: [{ name: 'Write', isDefault: true, availableTools: { allowed: ['!@readOnly'] } }] },
+    };
+    const declared = await serverTools();
+    const mcp = await mcpTools({ everything: client }, { template });
+    const model = new ScriptedModel([{ toolCalls: [{ toolName: 'everything__echo', input: { message: 'x' } }] }]);
+    const agent = createOrchestratedAgent({
+      model,
+      manager: createOrchestrationManager(),
+      config: template,
+      stopWhen: isStepCount(3),
+      ...mcp,
+    });
+    const before = wire.calls().length;
+    const result = await agent.generate({ prompt: 'change something', options: { sessionId: 'agent' } });
+    await result.orchestration.settled();
+    expect(model.offeredTools()[0]).toEqual(
+      declared.filter((t) => !hasAnnotation('@readOnly', t.annotations)).map((t) => `everything__${t.name}`),
+    );
+    expect(wire.calls().slice(before)).toEqual([]);
   });
 
   it('refuses server names that cannot be part of a tool name, and colliding names', async () => {
