@@ -69,6 +69,13 @@ describe('annotation selectors: MCP defaults', () => {
     expect(hasAnnotation('@idempotent', { readOnlyHint: true, idempotentHint: false })).toBe(true);
   });
 
+  it('a hint that is not a boolean says nothing: the default applies', () => {
+    const garbage = { readOnlyHint: 'yes', destructiveHint: 0, openWorldHint: null } as unknown as ToolAnnotations;
+    expect(hasAnnotation('@readOnly', garbage)).toBe(false);
+    expect(hasAnnotation('@destructive', garbage)).toBe(true);
+    expect(hasAnnotation('@openWorld', garbage)).toBe(true);
+  });
+
   it('every selector follows the spec table for any annotations', () => {
     fc.assert(
       fc.property(

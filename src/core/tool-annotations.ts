@@ -71,17 +71,22 @@ export function parseSelector(pattern: string): AnnotationSelector | undefined {
 
 /** True when a tool with `annotations` (undefined: it declares none) has the hint `name` names, MCP defaults applied. */
 export function hasAnnotation(name: AnnotationSelectorName, annotations: ToolAnnotations | undefined): boolean {
-  const readOnly = annotations?.readOnlyHint ?? false;
+  const readOnly = hint(annotations?.readOnlyHint, false);
   switch (name) {
     case '@readOnly':
       return readOnly;
     case '@destructive':
-      return !readOnly && (annotations?.destructiveHint ?? true);
+      return !readOnly && hint(annotations?.destructiveHint, true);
     case '@idempotent':
-      return readOnly || (annotations?.idempotentHint ?? false);
+      return readOnly || hint(annotations?.idempotentHint, false);
     case '@openWorld':
-      return annotations?.openWorldHint ?? true;
+      return hint(annotations?.openWorldHint, true);
   }
+}
+
+/** A hint's value; anything but a boolean (a server may send garbage) says nothing, so the default applies. */
+function hint(value: unknown, fallback: boolean): boolean {
+  return typeof value === 'boolean' ? value : fallback;
 }
 
 /** True when `selector` (negation included) holds for a tool with `annotations`. */
