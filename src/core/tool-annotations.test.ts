@@ -119,6 +119,30 @@ describe('annotation selectors in availableTools', () => {
     );
   });
 
+  it('a deny rule with names, globs and selectors refuses exactly the tools the oracle selects', () => {
+    fc.assert(
+      fc.property(catalogArb, fc.array(patternArb, { minLength: 1, maxLength: 3 }), (catalog, tools) => {
+        const annotations = new Map<string, ToolAnnotations>();
+        for (const [name, declared] of Object.entries(catalog)) if (declared) annotations.set(name, declared);
+        const plan = compileOrchestration(
+          { rules: [{ tools, effect: 'deny', reason: 'no' }], steps: [{ name: 'Any', isDefault: true }] },
+          { toolAnnotations: annotations },
+        );
+        const state = transition(plan, createState('s', 0), { type: 'user-message' }, { now: 1 }).state;
+        for (const tool of TOOL_NAMES) {
+          const decision = transition(
+            plan,
+            state,
+            { type: 'tool-requested', tool, toolCallId: `c-${tool}`, agentTools: TOOL_NAMES, args: {} },
+            { now: 2, leaseMs: 1_000 },
+          ).decision as ToolDecision;
+          expect(decision.allowed, tool).toBe(!tools.some((p) => oracleMatches(p, tool, annotations)));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it('selectTools equals the oracle, and unlistedTools "allowed" keeps every tool', () => {
     fc.assert(
       fc.property(catalogArb, fc.array(patternArb, { maxLength: 4 }), (catalog, tools) => {
