@@ -95,6 +95,13 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(Object.keys(all.tools)).toHaveLength(declared.length);
     const none = await mcpTools({ everything: client }, { template: { tools: ['other__*'] } });
     expect(Object.keys(none.tools)).toEqual([]);
+    // Called again (as an app may each turn), the same annotations come back as the same map, so
+    // the plan compiled for them is reused.
+    const again = await mcpTools({ everything: client }, { template: { tools: ['@readOnly'] } });
+    expect(again.toolAnnotations).toBe(mcp.toolAnnotations);
+    const manager = createOrchestrationManager();
+    const template = { id: 't', tools: ['@readOnly'], orchestration: { steps: [] } };
+    expect(manager.plan(template, again.toolAnnotations)).toBe(manager.plan(template, mcp.toolAnnotations));
   });
 
   it('a hostile model calling hidden, denied and out-of-sequence tools never reaches the server', async () => {

@@ -118,7 +118,29 @@ export async function mcpTools(
     tools[name] = all[name]!;
     toolAnnotations.set(name, declaredBy.get(name) ?? {});
   }
-  return { tools, toolAnnotations };
+  return { tools, toolAnnotations: interned(toolAnnotations) };
+}
+
+/** Annotation maps already handed out, by their content (most recent last). */
+const handedOut = new Map<string, ReadonlyMap<string, ToolAnnotations>>();
+const HANDED_OUT_LIMIT = 64;
+
+/**
+ * The map handed out before for the same content, else `map`: plans are cached by the map's
+ * identity, so an app that calls `mcpTools()` every turn keeps one compiled plan until a server's
+ * tools really change, instead of compiling the template again each turn.
+ */
+function interned(map: ReadonlyMap<string, ToolAnnotations>): ReadonlyMap<string, ToolAnnotations> {
+  const key = JSON.stringify([...map]);
+  const previous = handedOut.get(key);
+  if (previous !== undefined) {
+    handedOut.delete(key);
+    handedOut.set(key, previous);
+    return previous;
+  }
+  handedOut.set(key, map);
+  if (handedOut.size > HANDED_OUT_LIMIT) handedOut.delete(handedOut.keys().next().value!);
+  return map;
 }
 
 function isClient(value: unknown): value is Pick<MCPClient, 'tools'> {
