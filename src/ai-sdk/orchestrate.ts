@@ -418,6 +418,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // report them as rejections all the same.
     for (const call of step.toolCalls) {
       if (!call.invalid || !NoSuchToolError.isInstance(call.error)) continue;
+      if (turn.replayed(call.toolCallId)) continue; // reported by the run this one replays
       const known = toolNames.includes(call.toolName);
       const reason: ToolDenial = known
         ? { code: 'not-offered', offered, message: `"${call.toolName}" was not offered for this model step` }
@@ -432,7 +433,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         reason,
       });
     }
-    turn.usage(step.usage);
+    turn.usage(step.usage, step.stepNumber);
   };
   /** Ends the turn once: the buffered writes and `turn-ended` go in one store update. */
   const end = (): Promise<void> => {
@@ -563,7 +564,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       return { type: 'user-approval' };
     }
     if (!decision.allowed) {
-      rejected(name, id, decision);
+      // A replayed refusal was reported (and recorded) by the run this one replays.
+      if (decision.replayed === undefined) rejected(name, id, decision);
       return { type: 'denied', reason: rejectionMessage(name, decision.reason, decision.allowedTools) };
     }
     const status = normalizeApprovalStatus(await appApproval(options.toolApproval, args));
@@ -579,6 +581,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const prepareStep: PrepareStepFunction<TOOLS, RUNTIME_CONTEXT> = async (step) => {
     if (unguarded) throw unguarded; // fail closed: the AI SDK call ends with this error
     await Promise.allSettled([...pending]);
+    // Under a durable engine the model call that follows is checkpointed: store the previous
+    // step's decisions (refusals, completions, usage) first, so a replay never finds a model
+    // answer whose premises Baton did not record.
+    if (options.turnId !== undefined && turn.dirty) await flush();
     prepared++;
     awaitingApproval = false;
     // Steps whose onStepEnd never came (the app replaced it): their usage still counts.

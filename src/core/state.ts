@@ -73,7 +73,8 @@ export interface OrchestrationState {
   /**
    * The decisions of the latest turn that runs under a durable-execution engine (`turnId`), so
    * that a replay of it gets them back: the tools offered at each model step, and each call's
-   * decision (`ran` once it completed). At most {@link REPLAY_LIMIT} of each.
+   * decision (`ran` once it completed), and the model steps whose token usage was counted. At
+   * most {@link REPLAY_LIMIT} of each.
    */
   replay?: ReplayRecord;
   /**
@@ -135,7 +136,10 @@ export const TOOL_CALL_IDS_LIMIT = 256;
 export interface ReplayRecord {
   turn: string;
   offers: ({ tools: string[]; toolChoice: 'auto' | 'none' | 'required' } | null)[];
-  calls: { id: string; allowed: boolean; reason?: ToolDenial; ran?: boolean }[];
+  /** Each call's decision; a refusal keeps what the model was told it may call instead (`allowedTools`). */
+  calls: { id: string; allowed: boolean; reason?: ToolDenial; allowedTools?: string[]; ran?: boolean }[];
+  /** The model steps whose token usage is counted, so that a replayed step is not counted twice. */
+  usage?: number[];
 }
 
 /** Most model steps and calls a turn's replay record keeps. */
@@ -338,7 +342,11 @@ function isReplayRecord(value: unknown): boolean {
     !Array.isArray(r.offers) ||
     r.offers.length > REPLAY_LIMIT ||
     !Array.isArray(r.calls) ||
-    r.calls.length > REPLAY_LIMIT
+    r.calls.length > REPLAY_LIMIT ||
+    (r.usage !== undefined &&
+      (!Array.isArray(r.usage) ||
+        r.usage.length > REPLAY_LIMIT ||
+        !r.usage.every((step) => Number.isSafeInteger(step) && step >= 0)))
   ) {
     return false;
   }
@@ -361,6 +369,8 @@ function isReplayRecord(value: unknown): boolean {
       typeof c.id === 'string' &&
       typeof c.allowed === 'boolean' &&
       (c.ran === undefined || typeof c.ran === 'boolean') &&
+      (c.allowedTools === undefined ||
+        (Array.isArray(c.allowedTools) && c.allowedTools.every((tool) => typeof tool === 'string'))) &&
       (reason === undefined || (typeof reason.code === 'string' && typeof reason.message === 'string'))
     );
   });

@@ -694,4 +694,48 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
     state = transitionAll(plan, decided.state, [{ type: 'tool-completed', toolCallId: 's1' }], later).state;
     expect(state.recentlyUsedTools).toEqual(['search']);
   });
+
+  it("counts a model step's token usage once, however often the step is replayed", () => {
+    const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15 };
+    let state = run(createState('s', 0), [{ type: 'user-message' }]).state;
+    state = run(state, [{ type: 'usage', usage, turnId: turn, stepNumber: 0 }]).state;
+    // The replay reports step 0 again, then a new step 1.
+    state = run(state, [
+      { type: 'usage', usage, turnId: turn, stepNumber: 0 },
+      { type: 'usage', usage, turnId: turn, stepNumber: 1 },
+    ]).state;
+    expect(state.cumulativeTokenUsage.totalTokens).toBe(30);
+    // Without a turn id every report counts (the model loop reports each step once).
+    state = run(state, [{ type: 'usage', usage }]).state;
+    expect(state.cumulativeTokenUsage.totalTokens).toBe(45);
+  });
+
+  it('records a refusal the shell decided (observed) and gives it back, with what the model may call instead', () => {
+    const state = run(createState('s', 0), [{ type: 'user-message' }]).state;
+    const refusal = {
+      type: 'tool-rejected' as const,
+      sessionId: 's',
+      tool: 'reflect',
+      toolCallId: 'r1',
+      step: state.activeStep,
+      allowedTools: ['search'],
+      reason: { code: 'limit' as const, rule: 'rules[0]', max: 1, per: 'turn', used: 1, message: 'one per turn' },
+    };
+    const observed = run(state, [{ type: 'observed', event: refusal, turnId: turn }]).state;
+    const replayed = run(observed, [request('reflect', 'r1')]);
+    expect(replayed.decisions[0]).toEqual({
+      type: 'tool',
+      tool: 'reflect',
+      toolCallId: 'r1',
+      allowed: false,
+      reason: refusal.reason,
+      allowedTools: ['search'],
+      replayed: 'settled',
+    });
+    expect(replayed.state).toBe(observed); // nothing reserved, nothing recorded twice
+    // Observed again (a replay that reported it anyway): still one record.
+    expect(run(observed, [{ type: 'observed', event: refusal, turnId: turn }]).state).toBe(observed);
+    // Without a turn id an observed event changes nothing.
+    expect(run(state, [{ type: 'observed', event: refusal }]).state).toBe(state);
+  });
 });

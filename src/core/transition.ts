@@ -157,8 +157,16 @@ export type TransitionInput =
    * seen is ignored.
    */
   | { readonly type: 'tool-used'; readonly tool: string; readonly toolCallId?: string | undefined }
-  /** One model call's token usage. */
-  | { readonly type: 'usage'; readonly usage: TokenUsage }
+  /**
+   * One model call's token usage. With `turnId` and `stepNumber` (a turn under a
+   * durable-execution engine), a model step's usage is counted once, however often it is replayed.
+   */
+  | {
+      readonly type: 'usage';
+      readonly usage: TokenUsage;
+      readonly turnId?: string | undefined;
+      readonly stepNumber?: number | undefined;
+    }
   /**
    * The turn's model loop ended. Changes nothing; emits `sequence-incomplete` when the active
    * step's sequence is unfinished (as far as is known for sure: running calls count as failed).
@@ -168,9 +176,10 @@ export type TransitionInput =
    * An event a shell decided without the store (a model step decided on the turn's last stored
    * state, a call the model loop refused before any hook), sent with the next write so that the
    * session's event log keeps it in its place. Changes nothing and emits nothing: the shell
-   * dispatched it already.
+   * dispatched it already. With `turnId`, a refusal (`tool-rejected`) is recorded for the turn's
+   * replays, which get it back instead of deciding the call again.
    */
-  | { readonly type: 'observed'; readonly event: OrchestrationEvent };
+  | { readonly type: 'observed'; readonly event: OrchestrationEvent; readonly turnId?: string | undefined };
 
 /** Everything a transition needs besides the state: the clock, the user message, limits. */
 export interface TransitionContext {
@@ -523,11 +532,32 @@ export function transition(
       else current = collect(record(plan, current, input.tool, context.message, context, false), events);
       break;
     }
-    case 'usage':
-      current = addTokenUsage(current, input.usage);
+    case 'usage': {
+      const { turnId, stepNumber } = input;
+      if (turnId === undefined || stepNumber === undefined) {
+        current = addTokenUsage(current, input.usage);
+        break;
+      }
+      const record = replayRecord(current, turnId);
+      if (record.usage?.includes(stepNumber)) break; // a replayed model step: counted already
+      const usage = [...(record.usage ?? []), stepNumber].slice(-REPLAY_LIMIT);
+      current = { ...addTokenUsage(current, input.usage), replay: { ...record, usage } };
       break;
-    case 'observed':
+    }
+    case 'observed': {
+      const event = input.event;
+      if (input.turnId === undefined || event.type !== 'tool-rejected' || event.toolCallId === undefined) break;
+      if (replayRecord(current, input.turnId).calls.some((call) => call.id === event.toolCallId)) break;
+      current = recordCall(current, input.turnId, {
+        type: 'tool',
+        tool: event.tool,
+        toolCallId: event.toolCallId,
+        allowed: false,
+        reason: event.reason,
+        allowedTools: event.allowedTools,
+      });
       break;
+    }
     case 'turn-ended': {
       const incomplete = incompleteSequence(plan, current, input.awaitingApproval === true, context);
       if (incomplete !== undefined) events.push(incomplete);
@@ -568,7 +598,8 @@ function replayedCall(
       toolCallId,
       message: `tool call id "${toolCallId}" was refused before`,
     };
-    return { type: 'tool', tool, toolCallId, allowed: false, reason, allowedTools: [], replayed: 'settled' };
+    const allowedTools = recorded.allowedTools ?? [];
+    return { type: 'tool', tool, toolCallId, allowed: false, reason, allowedTools, replayed: 'settled' };
   }
   const running = state.pending?.some((entry) => entry.kind === 'call' && entry.id === toolCallId) === true;
   if (running) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'running' };
@@ -580,7 +611,10 @@ function replayedCall(
 function recordCall(state: OrchestrationState, turnId: string, decision: ToolDecision): OrchestrationState {
   const record = replayRecord(state, turnId);
   const call: ReplayRecord['calls'][number] = { id: decision.toolCallId, allowed: decision.allowed };
-  if (!decision.allowed) call.reason = decision.reason;
+  if (!decision.allowed) {
+    call.reason = decision.reason;
+    call.allowedTools = [...decision.allowedTools];
+  }
   const calls = [...record.calls.filter((c) => c.id !== call.id), call].slice(-REPLAY_LIMIT);
   return { ...state, replay: { ...record, calls } };
 }

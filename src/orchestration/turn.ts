@@ -234,12 +234,37 @@ export class Turn {
    */
   observe(event: OrchestrationEvent): void {
     this.#manager.emit(event);
-    if (this.#manager.eventLog > 0) this.#buffer.push({ type: 'observed', event });
+    const turnId = this.#turnId;
+    // Under a durable engine a refusal is written even without an event log: it is recorded for
+    // the turn's replays, which get it back instead of deciding the call again.
+    if (this.#manager.eventLog > 0 || (turnId !== undefined && event.type === 'tool-rejected')) {
+      this.#buffer.push(turnId === undefined ? { type: 'observed', event } : { type: 'observed', event, turnId });
+    }
+  }
+
+  /**
+   * True when this turn (`turnId`) already decided call `toolCallId` in an earlier run: a replay
+   * of it, whose decision and events are recorded (they are not reported again).
+   */
+  replayed(toolCallId: string): boolean {
+    const record = this.state?.replay;
+    return (
+      this.#turnId !== undefined && record?.turn === this.#turnId && record.calls.some((call) => call.id === toolCallId)
+    );
   }
 
   /** Reports a step decision as a `tools-offered` event, for telemetry and timelines. */
   #offered(step: TurnStep, stepNumber?: number): TurnStep {
     const { activeStep, allowedTools, toolChoice, sequence, shadow, wouldOffer } = step.decision;
+    const record = step.state.replay;
+    if (
+      this.#turnId !== undefined &&
+      stepNumber !== undefined &&
+      record?.turn === this.#turnId &&
+      record.offers[stepNumber]
+    ) {
+      return step; // a replayed model step: its offer was recorded and reported by the original run
+    }
     if (this.#turnId !== undefined && stepNumber !== undefined) {
       // Recorded for replays (a step already recorded keeps its first record).
       this.#buffer.push({ type: 'step-recorded', turnId: this.#turnId, stepNumber, tools: allowedTools, toolChoice });
@@ -321,10 +346,12 @@ export class Turn {
   }
 
   /** A model call's token usage (AI SDK or seed names): added with the next write. */
-  usage(usage: TokenUsageInput): void {
+  usage(usage: TokenUsageInput, stepNumber?: number): void {
     const normalized = normalizeUsage(usage);
     if (normalized.totalTokens === 0 && normalized.promptTokens === 0 && normalized.completionTokens === 0) return;
-    this.#buffer.push({ type: 'usage', usage: normalized });
+    // A turn under a durable engine counts each model step once, however often it is replayed.
+    const replay = this.#turnId !== undefined && stepNumber !== undefined ? { turnId: this.#turnId, stepNumber } : {};
+    this.#buffer.push({ type: 'usage', usage: normalized, ...replay });
   }
 
   /**
