@@ -11,9 +11,12 @@
  * Two crash points: after the first tool of the first model step (its reservation still held
  * by the dead process), and after the first tool of the second step (the first step's calls,
  * refusal and token usage already stored).
+ *
+ * The README's sample of this wiring (README.md, "Under a durable-execution engine") is the fixture's.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionLogEntry } from '../src/core/session-log.js';
@@ -191,4 +194,19 @@ describe.skipIf(skip)('an orchestrated turn as a DBOS workflow, killed and recov
       expect(session.log).toEqual(reference.session.log);
     }, 120_000);
   }
+
+  it("the README's sample is the fixture's wiring", () => {
+    const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+    const fixture = readFileSync(`${ROOT}test/fixtures/durable-turn.ts`, 'utf8');
+    const start = readme.indexOf('<!-- sample: checked-by test/durable-replay.test.ts -->');
+    expect(start).toBeGreaterThan(0);
+    const fence = readme.indexOf('```ts', start);
+    const sample = readme.slice(fence + 5, readme.indexOf('```', fence + 5));
+    const code = sample
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('//'));
+    expect(code.length).toBeGreaterThan(10);
+    for (const line of code) expect(fixture, line).toContain(line);
+  });
 });

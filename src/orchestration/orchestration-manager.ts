@@ -254,22 +254,38 @@ export class OrchestrationManager {
    * same atomic update, so concurrent turns see it. The latest user message of `messages` is
    * handled first, as by every other entry point. Follow it with {@link completeTool} or
    * {@link failTool}, and renew the reservation ({@link renewLease}) while a call runs longer
-   * than the lease. A denial emits `tool-rejected` and says why and what is allowed.
+   * than the lease. A denial emits `tool-rejected` and says why and what is allowed. Rules on
+   * calls read the call's input as `args` and `context` as `context` (an `approve` rule refuses
+   * here as `approval-required`: approval goes through the AI SDK's flow, see `orchestrate()`).
    */
   async requestTool(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
-    call: { tool: string; toolCallId: string; agentTools: readonly string[]; offered?: readonly string[] },
+    call: {
+      tool: string;
+      toolCallId: string;
+      agentTools: readonly string[];
+      offered?: readonly string[];
+      /** The call's input, for rules on calls. */
+      args?: unknown;
+      /** What the caller passes for rules on calls (`context` in their conditions). */
+      context?: Readonly<Record<string, unknown>>;
+    },
   ): Promise<ToolDecision> {
     assertToolName(call.tool);
     assertToolList(call.agentTools);
     assertToolCallId(call.toolCallId);
-    const { decisions } = await this.#applyTurn(config, messages, sessionId, [
-      USER_MESSAGE[0]!,
-      { type: 'tool-requested', ...call },
-    ]);
-    return decisions[1] as ToolDecision;
+    const { context, ...request } = call;
+    const applied = await this.apply(
+      config,
+      messageOf(messages),
+      sessionId,
+      [USER_MESSAGE[0]!, { type: 'tool-requested', ...request }],
+      context,
+    );
+    throwIfRefused(applied.decisions[0], sessionId);
+    return applied.decisions[1] as ToolDecision;
   }
 
   /**
