@@ -89,72 +89,82 @@ export function judgeRules(
   if (!plan.hasRules) return NO_VERDICT;
   const rules = plan.rulesFor(activeStepOf(plan, state), tool);
   if (rules.length === 0) return NO_VERDICT;
-  const conditional: CompiledRule[] = [];
-  const limits: string[] = [];
-  /** Whether `rule`'s condition holds: undefined when it cannot be known without the input. */
-  const holds = (rule: CompiledRule): boolean | undefined => {
-    if (rule.when === undefined) return true;
-    if (inputs === undefined) {
-      conditional.push(rule);
-      return undefined;
-    }
-    return rule.holds(inputs.variables(tool, state));
-  };
-  const verdict = (denial: ToolDenial | undefined): RuleVerdict => ({ denial, limits, conditional });
+  // No closures here: this runs for every call in every outcome, and stays allocation-light.
+  const judging: Judging = { state, tool, inputs, conditional: [], limits: [] };
   let current: CompiledRule | undefined;
+  let denial: ToolDenial | undefined;
   try {
-    for (const rule of rules) {
-      current = rule;
-      if (rule.effect === 'deny' && holds(rule) === true) {
-        return verdict({ code: 'rule', rule: rule.id, effect: 'deny', message: rule.reason });
+    for (let i = 0; i < rules.length && denial === undefined; i++) {
+      const rule = (current = rules[i]!);
+      if (rule.effect === 'deny' && holds(rule, judging) === true) {
+        denial = { code: 'rule', rule: rule.id, effect: 'deny', message: rule.reason };
       }
     }
-    for (const rule of rules) {
-      current = rule;
-      if (rule.effect === 'allow' && holds(rule) === false) {
-        return verdict({ code: 'rule', rule: rule.id, effect: 'allow', message: rule.reason });
+    for (let i = 0; i < rules.length && denial === undefined; i++) {
+      const rule = (current = rules[i]!);
+      if (rule.effect === 'allow' && holds(rule, judging) === false) {
+        denial = { code: 'rule', rule: rule.id, effect: 'allow', message: rule.reason };
       }
     }
-    for (const rule of rules) {
-      current = rule;
+    for (let i = 0; i < rules.length && denial === undefined; i++) {
+      const rule = (current = rules[i]!);
       const limit = rule.limit;
-      if (limit === undefined || holds(rule) !== true) continue;
+      if (limit === undefined || holds(rule, judging) !== true) continue;
       const used = usedCount(rule, state, message, now);
       if (used >= limit.max) {
-        return verdict({
+        denial = {
           code: 'limit',
           rule: rule.id,
           max: limit.max,
           per: limit.per,
           used,
           message: `${rule.reason} (at most ${limit.max} per ${limit.per}; ${used} used)`,
-        });
-      }
-      limits.push(rule.id);
+        };
+      } else judging.limits.push(rule.id);
     }
-    for (const rule of rules) {
-      current = rule;
-      if (rule.effect !== 'approve' || holds(rule) !== true) continue;
+    for (let i = 0; i < rules.length && denial === undefined; i++) {
+      const rule = (current = rules[i]!);
+      if (rule.effect !== 'approve' || holds(rule, judging) !== true) continue;
       const problem = approvalProblem(state, tool, inputs);
       if (problem === undefined) continue;
-      return verdict(
+      denial =
         problem === 'none'
           ? { code: 'approval-required', rule: rule.id, message: `${rule.reason}: a person must approve this call` }
-          : { code: 'approval-invalid', rule: rule.id, message: `${rule.reason}: ${problem}` },
-      );
+          : { code: 'approval-invalid', rule: rule.id, message: `${rule.reason}: ${problem}` };
     }
   } catch (error) {
     // Fail closed: a rule that cannot be evaluated refuses the call, and says why.
     const rule = current!;
     const why = error instanceof Error ? error.message.split('\n')[0]!.trim() : String(error);
-    return verdict({
+    denial = {
       code: 'rule',
       rule: rule.id,
       effect: rule.effect ?? 'limit',
       message: `rule ${rule.id} could not be evaluated (${why}), so the call is refused`,
-    });
+    };
   }
-  return verdict(undefined);
+  const { limits, conditional } = judging;
+  if (denial === undefined && limits.length === 0 && conditional.length === 0) return NO_VERDICT;
+  return { denial, limits, conditional };
+}
+
+/** What one {@link judgeRules} call judges, and what it found so far. */
+interface Judging {
+  readonly state: OrchestrationState;
+  readonly tool: string;
+  readonly inputs: RuleInputs | undefined;
+  readonly conditional: CompiledRule[];
+  readonly limits: string[];
+}
+
+/** Whether `rule`'s condition holds: undefined when it cannot be known without the call's input. */
+function holds(rule: CompiledRule, judging: Judging): boolean | undefined {
+  if (rule.when === undefined) return true;
+  if (judging.inputs === undefined) {
+    judging.conditional.push(rule);
+    return undefined;
+  }
+  return rule.holds(judging.inputs.variables(judging.tool, judging.state));
 }
 
 /** Why the call's approval does not count: `none` when it has none, else what is wrong; undefined when valid. */
