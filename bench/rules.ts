@@ -118,9 +118,13 @@ const results = [await compare('requestTool + completeTool, memory store', store
 results.push(await compare('decision only (decideToolCall)', pureDecision));
 
 console.log(`rules on calls: ${ROUNDS} alternating rounds of ${CALLS} calls each, medians`);
-console.log(`${cpus()[0]?.model ?? 'cpu'} x${cpus().length}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);
+console.log(
+  `${cpus()[0]?.model ?? 'cpu'} x${cpus().length}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`,
+);
 console.log('| what | no rules µs/call | 10 rules µs/call | extra µs/call | ratio |');
 console.log('|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.label} | ${r.none.toFixed(2)} | ${r.ten.toFixed(2)} | ${r.extra.toFixed(2)} | ${r.ratio.toFixed(2)}x |`);
+  console.log(
+    `| ${r.label} | ${r.none.toFixed(2)} | ${r.ten.toFixed(2)} | ${r.extra.toFixed(2)} | ${r.ratio.toFixed(2)}x |`,
+  );
 }

@@ -95,19 +95,22 @@ export function judgeRules(
   let denial: ToolDenial | undefined;
   try {
     for (let i = 0; i < rules.length && denial === undefined; i++) {
-      const rule = (current = rules[i]!);
+      const rule = rules[i]!;
+      current = rule;
       if (rule.effect === 'deny' && holds(rule, judging) === true) {
         denial = { code: 'rule', rule: rule.id, effect: 'deny', message: rule.reason };
       }
     }
     for (let i = 0; i < rules.length && denial === undefined; i++) {
-      const rule = (current = rules[i]!);
+      const rule = rules[i]!;
+      current = rule;
       if (rule.effect === 'allow' && holds(rule, judging) === false) {
         denial = { code: 'rule', rule: rule.id, effect: 'allow', message: rule.reason };
       }
     }
     for (let i = 0; i < rules.length && denial === undefined; i++) {
-      const rule = (current = rules[i]!);
+      const rule = rules[i]!;
+      current = rule;
       const limit = rule.limit;
       if (limit === undefined || holds(rule, judging) !== true) continue;
       const used = usedCount(rule, state, message, now);
@@ -123,7 +126,8 @@ export function judgeRules(
       } else judging.limits.push(rule.id);
     }
     for (let i = 0; i < rules.length && denial === undefined; i++) {
-      const rule = (current = rules[i]!);
+      const rule = rules[i]!;
+      current = rule;
       if (rule.effect !== 'approve' || holds(rule, judging) !== true) continue;
       const problem = approvalProblem(state, tool, inputs);
       if (problem === undefined) continue;
