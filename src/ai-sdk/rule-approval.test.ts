@@ -20,7 +20,7 @@ const config: OrchestrationConfig = {
 };
 const user: ModelMessage = { role: 'user', content: 'Pay the invoice' };
 
-function app() {
+function app(template: OrchestrationConfig = config) {
   const events: OrchestrationEvent[] = [];
   const manager = createOrchestrationManager({ onEvent: (event) => events.push(event) });
   const paid: number[] = [];
@@ -33,10 +33,12 @@ function app() {
       },
     }),
     search: tool({ inputSchema: z.object({}), execute: async () => 'found' }),
+    review: tool({ inputSchema: z.object({}), execute: async () => 'reviewed' }),
+    close_account: tool({ inputSchema: z.object({}), execute: async () => 'closed' }),
   };
   const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0]) => {
     const { model, calls } = mockModel(policy);
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
+    const orchestration = orchestrate({ manager, config: template, sessionId: 's', tools, messages });
     const result = await generateText({ model, messages, stopWhen: isStepCount(4), ...orchestration });
     await orchestration.settled();
     return { result, calls };
@@ -125,6 +127,96 @@ describe('an approve rule in the AI SDK loop', () => {
       expect.objectContaining({
         type: 'tool-rejected',
         reason: expect.objectContaining({ code: 'approval-invalid', message: expect.stringContaining('moved on') }),
+      }),
+    );
+  });
+});
+
+/** `first`'s messages with every occurrence of `from` (a call id) replaced by `to`. */
+const renamed = (messages: readonly ModelMessage[], from: string, to: string): ModelMessage[] =>
+  JSON.parse(JSON.stringify(messages).replaceAll(`"${from}"`, `"${to}"`)) as ModelMessage[];
+
+describe("approval attacks (modelled on the peers' bugs)", () => {
+  it('refuses an approval replayed for another call id', async () => {
+    const { turn, paid, events } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    // The client moves the approval to a call id Baton never asked about.
+    const moved = renamed(first.result.response.messages, 'pay-500', 'pay-forged');
+    await turn([user, ...moved, answer(request!.approvalId, true)], [{ text: 'Hm.' }]);
+    expect(paid).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        toolCallId: 'pay-forged',
+        reason: expect.objectContaining({
+          code: 'approval-invalid',
+          message: expect.stringContaining('no approval was asked for call "pay-forged"'),
+        }),
+      }),
+    );
+  });
+
+  it('runs an approved call once when the approval is sent twice', async () => {
+    const { turn, paid, events } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    const approved = [user, ...first.result.response.messages, answer(request!.approvalId, true)];
+    await turn(approved, [{ text: 'Paid.' }]);
+    await turn(approved, [{ text: 'Paid again?' }]);
+    expect(paid).toEqual([500]);
+    expect(events.filter((event) => event.type === 'tool-rejected' && event.toolCallId === 'pay-500')).toEqual([
+      expect.objectContaining({ reason: expect.objectContaining({ code: 'duplicate-call' }) }),
+    ]);
+  });
+
+  it('refuses an approval after a step change, even where the new step allows the tool', async () => {
+    const steps: OrchestrationConfig = {
+      ...config,
+      steps: [
+        { name: 'Checkout', isDefault: true },
+        { name: 'Reviewed', conditions: [{ type: 'tool_used', value: 'review' }] },
+      ],
+    };
+    const { turn, paid, events, manager } = app(steps);
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    await turn([user], [{ calls: [{ tool: 'review', id: 'review-1' }] }, { text: 'Reviewed.' }]);
+    expect((await manager.getState('s'))?.activeStep).toBe('Reviewed');
+    await turn([user, ...first.result.response.messages, answer(request!.approvalId, true)], [{ text: 'Hm.' }]);
+    expect(paid).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        toolCallId: 'pay-500',
+        reason: expect.objectContaining({ code: 'approval-invalid', message: expect.stringContaining('moved on') }),
+      }),
+    );
+  });
+
+  it("refuses an approved call that the step no longer allows, for the step's reason", async () => {
+    const steps: OrchestrationConfig = {
+      ...config,
+      steps: [
+        { name: 'Checkout', isDefault: true },
+        {
+          name: 'Closed',
+          conditions: [{ type: 'tool_used', value: 'close_account' }],
+          availableTools: { allowed: ['search'] },
+        },
+      ],
+    };
+    const { turn, paid, events } = app(steps);
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    await turn([user], [{ calls: [{ tool: 'close_account', id: 'close-1' }] }, { text: 'Closed.' }]);
+    await turn([user, ...first.result.response.messages, answer(request!.approvalId, true)], [{ text: 'Hm.' }]);
+    expect(paid).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        toolCallId: 'pay-500',
+        reason: expect.objectContaining({ code: 'not-allowed' }),
       }),
     );
   });
