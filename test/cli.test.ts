@@ -264,7 +264,7 @@ describe('baton simulate', { timeout: 60_000 }, () => {
     expect(run.stdout).toBe('');
     expect(run.stderr).toContain(`${events}:3: "tool" must be a tool name (a non-empty string), got number`);
     expect(run.stderr).toContain(
-      `${events}:4: expect: unknown key "stepp" (known keys: step, allowed, sequenceIndex, rejected); did you mean "step"?`,
+      `${events}:4: expect: unknown key "stepp" (known keys: step, allowed, sequenceIndex, rejected, code, rule); did you mean "step"?`,
     );
     expect(run.stderr).toContain(`${events}:5:2: not valid JSON: expected a property name in double quotes, found "o"`);
   });

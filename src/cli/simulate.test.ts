@@ -112,7 +112,7 @@ describe('parseEvents', () => {
       { line: 2, column: 18, message: 'not valid JSON: a trailing comma before "}" (JSON allows none)' },
       {
         line: 3,
-        message: 'unknown key "tol" (known keys: user, tool, expect); did you mean "tool"?',
+        message: 'unknown key "tol" (known keys: user, tool, args, context, expect); did you mean "tool"?',
       },
       { line: 3, message: 'an event needs "user" (a user message) or "tool" (a tool the model calls)' },
       { line: 4, message: 'an event has either "user" or "tool", not both; put them on two lines' },
@@ -126,7 +126,7 @@ describe('parseEvents', () => {
       {
         line: 9,
         message:
-          'expect: unknown key "sequenceIdx" (known keys: step, allowed, sequenceIndex, rejected); did you mean "sequenceIndex"?',
+          'expect: unknown key "sequenceIdx" (known keys: step, allowed, sequenceIndex, rejected, code, rule); did you mean "sequenceIndex"?',
       },
       { line: 9, message: 'expect.step must be a step name or null (no active step), got number' },
       { line: 10, message: 'expect.allowed must be an array of tool names' },
@@ -243,6 +243,83 @@ describe('simulate', () => {
   });
 });
 
+describe('simulate: rules on calls', () => {
+  const billing: AgentTemplate = parseTemplate({
+    id: 'billing',
+    tools: ['pay', 'search'],
+    orchestration: {
+      rules: [
+        { tools: ['pay'], when: 'args.amount > 1000', effect: 'deny', reason: 'Payments over 1000 need finance' },
+        { tools: ['pay'], when: "context.role == 'buyer'", effect: 'allow', reason: 'Only buyers pay' },
+        { tools: ['pay'], when: 'args.amount > 100', effect: 'approve', reason: 'Payments over 100 need a person' },
+        { tools: ['search'], limit: { max: 1, per: 'turn' }, reason: 'One search per question' },
+      ],
+      steps: [{ name: 'Billing', isDefault: true }],
+    },
+  });
+
+  it('decides each call on its args and context, and checks the refusal code and rule', async () => {
+    const result = await simulate(
+      billing,
+      events([
+        { user: 'pay the invoices' },
+        { tool: 'pay', args: { amount: 50 }, context: { role: 'buyer' }, expect: { rejected: false, code: null } },
+        { tool: 'pay', args: { amount: 5000 }, context: { role: 'buyer' }, expect: { code: 'rule', rule: 'rules[0]' } },
+        { tool: 'pay', args: { amount: 50 }, context: { role: 'guest' }, expect: { code: 'rule', rule: 'rules[1]' } },
+        {
+          tool: 'pay',
+          args: { amount: 500 },
+          context: { role: 'buyer' },
+          expect: { code: 'approval-required', rule: 'rules[2]' },
+        },
+        { tool: 'search', expect: { rule: null } },
+        { tool: 'search', expect: { code: 'limit', rule: 'rules[3]', allowed: ['pay'] } },
+        // Without args, a condition on them cannot be evaluated: the call is refused (fail closed).
+        { tool: 'pay', context: { role: 'buyer' }, expect: { code: 'rule', rule: 'rules[0]' } },
+      ]),
+    );
+    expect(result.steps.map((step) => step.expectations)).toEqual(
+      Array.from({ length: 8 }, () => ({ passed: true, failures: [] })).map((passed, i) => (i === 0 ? null : passed)),
+    );
+    expect(result.steps[7]?.rejected?.message).toContain('could not be evaluated');
+  });
+
+  it('explains a failed expectation on a rule outcome', async () => {
+    const result = await simulate(
+      billing,
+      events([
+        { tool: 'pay', args: { amount: 50 }, context: { role: 'buyer' }, expect: { code: 'rule', rule: 'rules[0]' } },
+        { tool: 'pay', args: { amount: 5000 }, context: { role: 'buyer' }, expect: { rule: 'rules[2]' } },
+      ]),
+    );
+    expect(result.steps[0]?.expectations?.failures).toEqual([
+      'expected refusal code rule, got none (the call was allowed)',
+      'expected rule rules[0] to refuse the call, got none (the call was allowed)',
+    ]);
+    expect(result.steps[1]?.expectations?.failures).toEqual([
+      'expected rule rules[2] to refuse the call, got rules[0]: Payments over 1000 need finance',
+    ]);
+    expect(formatSimulationTable(result)).toContain('rejected by rules[0]: Payments over 1000 need finance');
+  });
+
+  it('refuses args or context that are not objects, and rule expectations on user events', () => {
+    const parsed = parseEvents(
+      [
+        JSON.stringify({ tool: 'pay', args: 5 }),
+        JSON.stringify({ user: 'hi', context: { role: 'x' } }),
+        JSON.stringify({ user: 'hi', expect: { rule: 'rules[0]' } }),
+        JSON.stringify({ tool: 'pay', expect: { code: 3 } }),
+      ].join('\n'),
+    );
+    expect(parsed.ok ? [] : parsed.errors).toEqual([
+      { line: 1, message: '"args" must be a JSON object like {"amount": 120}, got number' },
+      { line: 2, message: '"context" applies to "tool" events only' },
+      { line: 3, message: 'expect.rule applies to "tool" events only' },
+      { line: 4, message: 'expect.code must be a string or null (the call was not refused), got number' },
+    ]);
+  });
+});
+
 describe('formatSimulationTable', () => {
   it('prints aligned columns and notes for rejections, step changes and expectations', async () => {
     const result = await simulate(
@@ -323,7 +400,7 @@ describe('runSimulate', () => {
       'stdin:2:10: not valid JSON: expected a value, found "search" (JSON knows only true, false and null)',
     );
     expect(result.stderr).toContain(
-      'stdin:3: unknown key "usr" (known keys: user, tool, expect); did you mean "user"?',
+      'stdin:3: unknown key "usr" (known keys: user, tool, args, context, expect); did you mean "user"?',
     );
     expect(result.stderr).toContain('2 bad event lines in stdin; nothing was replayed');
   });

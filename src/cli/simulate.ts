@@ -27,12 +27,25 @@ export interface Expectation {
   sequenceIndex?: number;
   /** Tool events only: whether the call was rejected. */
   rejected?: boolean;
+  /** Tool events only: the code of the call's refusal (`rule`, `limit`, `approval-required`, ...), or null for none. */
+  code?: string | null;
+  /** Tool events only: the rule on calls that refused the call (`rules[0]`, `steps[1].rules[0]`), or null for none. */
+  rule?: string | null;
 }
 
 /** One event of an events file. */
 export type SimulationEvent =
   | { line: number; kind: 'user'; text: string; expect?: Expectation }
-  | { line: number; kind: 'tool'; tool: string; expect?: Expectation };
+  | {
+      line: number;
+      kind: 'tool';
+      tool: string;
+      /** The call's input, for rules on calls (`args` in their conditions). */
+      args?: unknown;
+      /** What the caller passes for rules on calls (`context` in their conditions). */
+      context?: Record<string, unknown>;
+      expect?: Expectation;
+    };
 
 /** A bad line of an events file. */
 export interface EventLineError {
@@ -44,12 +57,12 @@ export interface EventLineError {
 /** Parsed events, or every bad line. */
 export type ParsedEvents = { ok: true; events: SimulationEvent[] } | { ok: false; errors: EventLineError[] };
 
-const EVENT_KEYS = ['user', 'tool', 'expect'];
-const EXPECT_KEYS = ['step', 'allowed', 'sequenceIndex', 'rejected'];
+const EVENT_KEYS = ['user', 'tool', 'args', 'context', 'expect'];
+const EXPECT_KEYS = ['step', 'allowed', 'sequenceIndex', 'rejected', 'code', 'rule'];
 
 /**
- * Parses JSONL events: `{"user": "text"}` or `{"tool": "name"}`, each with an optional
- * `"expect"`. Blank lines and lines starting with `//` are skipped. Reports every bad line.
+ * Parses JSONL events: `{"user": "text"}` or `{"tool": "name"}` (with its input as `"args"` and
+ * the caller's `"context"`, for rules on calls), each with an optional `"expect"`. Blank lines and lines starting with `//` are skipped. Reports every bad line.
  */
 export function parseEvents(text: string): ParsedEvents {
   const events: SimulationEvent[] = [];
@@ -115,12 +128,25 @@ function readEvent(data: unknown, line: number, problems: string[]): SimulationE
       `"tool" must be a tool name (a non-empty string), got ${typeof data.tool === 'string' ? 'an empty string' : describeType(data.tool)}`,
     );
   }
+  for (const key of ['args', 'context'] as const) {
+    if (!(key in data)) continue;
+    if (!hasTool || hasUser) problems.push(`"${key}" applies to "tool" events only`);
+    else if (!isRecord(data[key])) {
+      problems.push(`"${key}" must be a JSON object like {"amount": 120}, got ${describeType(data[key])}`);
+    }
+  }
   const expect = 'expect' in data ? readExpectation(data.expect, hasTool && !hasUser, problems) : undefined;
   if (problems.length > 0) return undefined;
   const base = expect === undefined ? {} : { expect };
-  return hasUser
-    ? { line, kind: 'user', text: data.user as string, ...base }
-    : { line, kind: 'tool', tool: data.tool as string, ...base };
+  if (hasUser) return { line, kind: 'user', text: data.user as string, ...base };
+  return {
+    line,
+    kind: 'tool',
+    tool: data.tool as string,
+    ...('args' in data ? { args: data.args } : {}),
+    ...('context' in data ? { context: data.context as Record<string, unknown> } : {}),
+    ...base,
+  };
 }
 
 function readExpectation(value: unknown, isTool: boolean, problems: string[]): Expectation | undefined {
@@ -147,6 +173,13 @@ function readExpectation(value: unknown, isTool: boolean, problems: string[]): E
     if (!isTool) problems.push('expect.rejected applies to "tool" events only');
     else if (typeof value.rejected === 'boolean') out.rejected = value.rejected;
     else problems.push(`expect.rejected must be true or false, got ${describeType(value.rejected)}`);
+  }
+  for (const key of ['code', 'rule'] as const) {
+    if (!(key in value)) continue;
+    const given = value[key];
+    if (!isTool) problems.push(`expect.${key} applies to "tool" events only`);
+    else if (given === null || typeof given === 'string') out[key] = given;
+    else problems.push(`expect.${key} must be a string or null (the call was not refused), got ${describeType(given)}`);
   }
   return out;
 }
@@ -229,6 +262,8 @@ export async function simulate(template: AgentTemplate, events: readonly Simulat
           tool: event.tool,
           toolCallId,
           agentTools,
+          ...(event.args === undefined ? {} : { args: event.args }),
+          ...(event.context === undefined ? {} : { context: event.context }),
         });
         if (decision.allowed) await manager.completeTool(template, messages, sessionId, toolCallId);
         else {
@@ -306,6 +341,19 @@ function checkExpectation(expect: Expectation, step: SimulationStep, sequenceInd
         : `expected the call to be allowed, but it was rejected: ${step.rejected?.message}`,
     );
   }
+  const code = step.rejected?.code ?? null;
+  if (expect.code !== undefined && expect.code !== code) {
+    failures.push(
+      `expected ${expect.code === null ? 'no refusal' : `refusal code ${expect.code}`}, got ${code === null ? 'none (the call was allowed)' : `${code}: ${step.rejected?.message}`}`,
+    );
+  }
+  const rejected = step.rejected;
+  const rule = rejected !== null && 'rule' in rejected ? rejected.rule : null;
+  if (expect.rule !== undefined && expect.rule !== rule) {
+    failures.push(
+      `expected ${expect.rule === null ? 'no rule to refuse the call' : `rule ${expect.rule} to refuse the call`}, got ${rule === null ? (rejected === null ? 'none (the call was allowed)' : `a refusal by no rule (${rejected.code}: ${rejected.message})`) : `${rule}: ${rejected?.message}`}`,
+    );
+  }
   return failures;
 }
 
@@ -352,7 +400,10 @@ export function formatSimulationTable(result: SimulationResult, paint: Paint = p
   const rows = result.steps.map((step) => {
     const event = 'user' in step.event ? `user: ${JSON.stringify(step.event.user)}` : `tool: ${step.event.tool}`;
     const notes: { text: string; style: Parameters<Paint>[0] }[] = [];
-    if (step.rejected) notes.push({ text: `✗ rejected: ${step.rejected.message}`, style: 'yellow' });
+    if (step.rejected) {
+      const by = 'rule' in step.rejected ? ` by ${step.rejected.rule}` : '';
+      notes.push({ text: `✗ rejected${by}: ${step.rejected.message}`, style: 'yellow' });
+    }
     for (const e of step.events) {
       const text = describeEvent(e);
       if (text !== undefined) notes.push({ text, style: 'dim' });
