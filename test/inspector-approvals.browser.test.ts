@@ -9,6 +9,7 @@ import type { Browser } from 'playwright-core';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
+import { parseTemplate } from '../src/core/validate-template.js';
 import type { SessionResponse } from '../src/server/api-types.js';
 import { type CreateAppOptions, createApp } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
@@ -112,6 +113,55 @@ describe.skipIf(!runs)('approvals in the inspector, in Chromium', { timeout: 60_
           ? ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']
           : [],
       );
+      await context.close();
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("asks about a call an approve rule guards, with the rule's reason, and the timeline names the rule", async () => {
+    const ran: ToolRun[] = [];
+    // The same shop, with approval asked by a rule of the template instead of the tool's needsApproval.
+    const ruled = parseTemplate({
+      id: 'ruled-shop',
+      name: 'ruled-shop',
+      tools: ['pay', 'search'],
+      orchestration: {
+        rules: [
+          { tools: ['pay'], when: 'args.amount >= 0', effect: 'approve', reason: 'Every payment needs a person' },
+        ],
+        steps: [{ name: 'Checkout', isDefault: true, sequence: ['pay'], resetSequenceOn: ['new_message'] }],
+      },
+    });
+    const { needsApproval: _byTool, ...pay } = approvalTools((run) => ran.push(run)).pay;
+    const tools = { ...approvalTools((run) => ran.push(run)), pay };
+    const server = await serveInProcess(
+      createApp({ agents: [ruled], model: createOfflineModel({ delayMs: 5 }), tools }),
+    );
+    try {
+      const context = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const errors = collectErrors(page);
+      await page.goto(`${server.url}/`);
+      await page.locator('[data-testid=graph-node][data-step=Checkout]').waitFor();
+      await page.getByTestId('message-input').fill(PAY);
+      await page.getByTestId('message-input').press('Enter');
+      const card = page.locator('[data-testid=tool-card][data-tool=pay]');
+      await expect.poll(() => card.getAttribute('data-state')).toBe('awaiting-approval');
+      expect(await card.getByTestId('approval-reason').textContent()).toBe(
+        'Every payment needs a person: a person must approve this call',
+      );
+      expect(ran).toEqual([]);
+      // The session timeline has the pending approval, naming the rule that asked for it.
+      const timeline = page.getByTestId('session-timeline');
+      await expect
+        .poll(() => timeline.locator('[data-testid=timeline-entry][data-type=approval-requested]').textContent())
+        .toMatch(/asked a person to approve pay \(rules\[0\]\): Every payment needs a person$/);
+      await card.getByRole('button', { name: 'Approve' }).click();
+      await expect.poll(() => card.getAttribute('data-state')).toBe('done');
+      await page.getByTestId('stop').waitFor({ state: 'detached' });
+      expect(ran.map((run) => run.tool)).toEqual(['pay']);
+      expect(errors).toEqual([]);
       await context.close();
     } finally {
       await server.close();

@@ -561,7 +561,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       turn.approvalRequested(name, id, inputDigest(toolCall.input), decision.reason.rule);
       project(name, id);
       awaitingApproval = true;
-      return { type: 'user-approval' };
+      // The rule's reason goes to the person asked (the UI's `approval.requestReason`).
+      return { type: 'user-approval', reason: decision.reason.message };
     }
     if (!decision.allowed) {
       // A replayed refusal was reported (and recorded) by the run this one replays.

@@ -169,6 +169,53 @@ describe('createTelemetry(): orchestration events as OpenTelemetry span events',
     expect(String(rejected?.['baton.reason.message'])).toContain('search');
   });
 
+  it('records rule decisions: a refusal names its rule, and an approval asked for is an event of its own', async () => {
+    const ruled: OrchestrationConfig = {
+      rules: [
+        { tools: ['pay'], when: 'args.amount > 1000', effect: 'deny', reason: 'Payments over 1000 need finance' },
+        { tools: ['pay'], when: 'args.amount > 100', effect: 'approve', reason: 'Payments over 100 need a person' },
+      ],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    };
+    const manager = createOrchestrationManager();
+    createTelemetry({ tracer }).instrument(manager);
+    const pay = tool({ inputSchema: z.object({ amount: z.number() }), execute: async () => 'paid' });
+    const request = tracer.startSpan('request');
+    await context.with(trace.setSpan(context.active(), request), async () => {
+      const orchestration = orchestrate({ manager, config: ruled, sessionId: 'ruled', tools: { pay }, messages });
+      const result = streamText({
+        model: new ScriptedModel([
+          { toolCalls: [{ toolName: 'pay', input: { amount: 5000 }, toolCallId: 'big' }] },
+          { toolCalls: [{ toolName: 'pay', input: { amount: 500 }, toolCallId: 'asks' }] },
+        ]),
+        messages,
+        stopWhen: isStepCount(4),
+        ...orchestration,
+      });
+      await result.consumeStream();
+      await orchestration.settled();
+    });
+    request.end();
+    const span = byName(exporter.getFinishedSpans(), 'request');
+    expect(events(span, 'baton.tool-rejected')).toContainEqual(
+      expect.objectContaining({
+        'baton.tool_call_id': 'big',
+        'baton.reason.code': 'rule',
+        'baton.reason.rule': 'rules[0]',
+        'baton.reason.effect': 'deny',
+        'baton.reason.message': 'Payments over 1000 need finance',
+      }),
+    );
+    expect(events(span, 'baton.approval-requested')).toEqual([
+      expect.objectContaining({
+        'baton.tool': 'pay',
+        'baton.tool_call_id': 'asks',
+        'baton.rule': 'rules[1]',
+        'baton.reason': 'Payments over 100 need a person',
+      }),
+    ]);
+  });
+
   it('nests the decisions taken in a tool call under the AI SDK spans when its telemetry is on', async () => {
     const { spans, request } = await turn({ aiSdkSpans: true, sessionId: 'nested' });
     const agent = spans.find((span) => span.name.startsWith('invoke_agent'));

@@ -29,6 +29,9 @@ const RELEASES: Record<Extract<LoggedEvent, { type: 'tool-released' }>['reason']
   late: 'it completed after its lease',
 };
 
+/** ` by rules[0]` when a rule on calls refused the call, else nothing. */
+const byRule = (reason: { code: string; rule?: string }) => (reason.rule === undefined ? '' : ` by ${reason.rule}`);
+
 /** The timeline's line for one logged event. */
 export function summarizeEvent(event: LoggedEvent): EventSummary {
   switch (event.type) {
@@ -46,9 +49,14 @@ export function summarizeEvent(event: LoggedEvent): EventSummary {
     case 'tool-released':
       return { kind: 'warning', text: `released ${event.tool ?? event.toolCallId}: ${RELEASES[event.reason]}` };
     case 'tool-rejected':
-      return { kind: 'refusal', text: `refused ${event.tool}: ${event.reason.message}` };
+      return { kind: 'refusal', text: `refused ${event.tool}${byRule(event.reason)}: ${event.reason.message}` };
     case 'tool-would-block':
-      return { kind: 'warning', text: `would have refused ${event.tool} (shadow mode): ${event.reason.message}` };
+      return {
+        kind: 'warning',
+        text: `would have refused ${event.tool}${byRule(event.reason)} (shadow mode): ${event.reason.message}`,
+      };
+    case 'approval-requested':
+      return { kind: 'warning', text: `asked a person to approve ${event.tool} (${event.rule}): ${event.reason}` };
     case 'sequence-advanced':
       return { kind: 'sequence', text: `sequence ${event.index}/${event.length} (${event.tool})` };
     case 'sequence-completed':

@@ -99,6 +99,11 @@ export function ToolCard({
         {part.state === 'approval-requested' && (
           <div className="tool-section approval" data-testid="approval">
             <div className="field-label">Run this call?</div>
+            {part.approval.requestReason && (
+              <p className="approval-reason" data-testid="approval-reason">
+                {part.approval.requestReason}
+              </p>
+            )}
             <div className="button-row">
               <button
                 type="button"

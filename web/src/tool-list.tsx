@@ -65,6 +65,7 @@ export function ToolList({
               data-code={reason?.code ?? 'pending'}
             >
               {reason?.message ?? NOT_OFFERED}
+              {reason && 'rule' in reason ? ` (${reason.rule})` : ''}
             </span>
           )}
         </li>
