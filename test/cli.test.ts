@@ -160,6 +160,40 @@ describe('baton validate', { timeout: 60_000 }, () => {
     );
   });
 
+  it('reports bad rules on calls at their line: a CEL syntax error, a bad period, an effect with a limit (exit 1)', async () => {
+    const text = JSON.stringify(
+      {
+        id: 'ruled',
+        tools: ['pay'],
+        orchestration: {
+          rules: [
+            { tools: ['pay'], when: 'args.amount >', effect: 'deny', reason: 'x' },
+            { tools: ['pay'], limit: { max: 2, per: 'fortnight' }, reason: 'y' },
+            { tools: ['pay'], effect: 'deny', limit: { max: 1, per: 'turn' }, reason: 'z' },
+          ],
+          steps: [{ name: 'A', isDefault: true }],
+        },
+      },
+      null,
+      2,
+    );
+    const file = write('ruled.json', text);
+    const run = await baton(['validate', file]);
+    expect(run.code).toBe(1);
+    const lineOf = (needle: string) => text.split('\n').findIndex((l) => l.includes(needle)) + 1;
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `${lineOf('"args.amount >"')}:\\d+: error: orchestration\\.rules\\[0\\]\\.when: invalid CEL expression`,
+      ),
+    );
+    expect(run.stdout).toContain(`:${lineOf('"fortnight"')}:`);
+    expect(run.stdout).toContain(
+      'orchestration.rules[1].limit.per: "fortnight" is not a period a limit can count over',
+    );
+    expect(run.stdout).toContain('orchestration.rules[2]: a rule has either an effect or a limit, not both');
+    expect(run.stdout).toContain('1 file (1 invalid): 3 errors, 0 warnings');
+  });
+
   it('passes a template with warnings only (exit 0) and fails a missing file (exit 1)', async () => {
     const warned = write(
       'warned.json',
