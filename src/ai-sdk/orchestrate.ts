@@ -558,7 +558,12 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (!decision.allowed && decision.reason.code === 'approval-required' && !resumed) {
       // An approve rule: a person is asked, through the AI SDK's own approval flow. The session
       // keeps what was asked, so the answer counts only for this call, input and state.
-      turn.approvalRequested(name, id, inputDigest(toolCall.input), decision.reason.rule);
+      const digest = inputDigest(toolCall.input);
+      // A replay (turnId) of a call whose approval was asked already: asked and reported once.
+      const asked =
+        options.turnId !== undefined &&
+        turn.state?.approvals?.some((approval) => approval.id === id && approval.digest === digest) === true;
+      if (!asked) turn.approvalRequested(name, id, digest, decision.reason.rule);
       project(name, id);
       awaitingApproval = true;
       // The rule's reason goes to the person asked (the UI's `approval.requestReason`).

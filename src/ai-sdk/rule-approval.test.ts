@@ -137,6 +137,40 @@ const renamed = (messages: readonly ModelMessage[], from: string, to: string): M
   JSON.parse(JSON.stringify(messages).replaceAll(`"${from}"`, `"${to}"`)) as ModelMessage[];
 
 describe("approval attacks (modelled on the peers' bugs)", () => {
+  it('asks once when a durable engine replays the turn that asked (turnId)', async () => {
+    const events: OrchestrationEvent[] = [];
+    const manager = createOrchestrationManager({ onEvent: (event) => events.push(event) });
+    const paid: number[] = [];
+    const pay = tool({
+      inputSchema: z.object({ amount: z.number() }),
+      execute: async ({ amount }) => {
+        paid.push(amount);
+        return 'paid';
+      },
+    });
+    const run = async () => {
+      const { model } = mockModel(pays(500));
+      const orchestration = orchestrate({
+        manager,
+        config,
+        sessionId: 'durable',
+        tools: { pay },
+        messages: [user],
+        turnId: 'workflow-1',
+      });
+      const result = await generateText({ model, messages: [user], stopWhen: isStepCount(4), ...orchestration });
+      await orchestration.settled();
+      return prompts(result.content);
+    };
+    expect(await run()).toHaveLength(1);
+    // The engine replays the turn (the same model output, the same call id): the same question.
+    expect(await run()).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'approval-requested')).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'tools-offered')).toHaveLength(1);
+    expect((await manager.getStateManager().getState('durable'))?.approvals).toHaveLength(1);
+    expect(paid).toEqual([]);
+  });
+
   it('refuses an approval replayed for another call id', async () => {
     const { turn, paid, events } = app();
     const first = await turn([user], pays(500));
