@@ -312,8 +312,18 @@ describe('rules on calls: what is offered and explained', () => {
     expect(offered).not.toContain('delete_user');
     const view = s.explain();
     const byTool = Object.fromEntries(view.tools.map((t) => [t.tool, t]));
-    expect(byTool.delete_user).toMatchObject({ allowed: false, reason: { code: 'rule', message: 'Never delete' } });
-    expect(byTool.pay).toMatchObject({ allowed: false, reason: { code: 'approval-required' } });
+    expect(byTool.delete_user).toMatchObject({
+      allowed: false,
+      reason: { code: 'rule', rule: 'rules[0]', effect: 'deny', message: 'Never delete' },
+    });
+    expect(byTool.pay).toMatchObject({
+      allowed: false,
+      reason: {
+        code: 'approval-required',
+        rule: 'rules[1]',
+        message: expect.stringContaining('Every payment needs a person'),
+      },
+    });
     expect(byTool.refund).toMatchObject({
       allowed: true,
       rules: [{ rule: 'rules[2]', effect: 'deny', reason: 'Small refunds only' }],
