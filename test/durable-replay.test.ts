@@ -8,9 +8,9 @@
  * model was offered the same tools and told the same outcome of every call, and the session's
  * state and event log are the same, with one entry per decision.
  *
- * Two crash points: after the first tool of the first model step (its reservation still held
- * by the dead process), and after the first tool of the second step (the first step's calls,
- * refusal and token usage already stored).
+ * Crash points: after the first tool of the first model step (its reservation still held by
+ * the dead process), after the first tool of the second step (the first step's calls, refusal
+ * and token usage already stored), and, through streamText, after the second tool of the first.
  *
  * The README's sample of this wiring (README.md, "Under a durable-execution engine") is the fixture's.
  */
@@ -43,10 +43,11 @@ interface Line {
  * Runs the fixture; with `killAfter`, kills it (SIGKILL) once it printed that the call's body
  * ran. Resolves to the lines it printed.
  */
-function runTurn(sessionId: string, mode: 'run' | 'recover', killAfter?: string): Promise<Line[]> {
+function runTurn(sessionId: string, mode: 'run' | 'recover', killAfter?: string, stream = false): Promise<Line[]> {
   const args = ['--import', 'tsx', 'test/fixtures/durable-turn.ts', DATABASE_URL, sessionId, mode];
   if (killAfter !== undefined) args.push(killAfter);
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...process.env, DURABLE_STREAM: stream ? '1' : '0' };
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: Line[] = [];
   let errors = '';
   let buffered = '';
@@ -168,21 +169,29 @@ describe.skipIf(skip)('an orchestrated turn as a DBOS workflow, killed and recov
     ]);
   });
 
-  for (const [crashAfter, where] of [
-    ['s1', 'after the first tool of the first model step'],
-    ['p1', 'after the first tool of the second model step'],
+  for (const [crashAfter, where, stream] of [
+    ['s1', 'after the first tool of the first model step', false],
+    ['p1', 'after the first tool of the second model step', false],
+    ['s2', 'after the second tool of the first model step, streaming (streamText)', true],
   ] as const) {
     it(`killed ${where}: recovered, every tool ran once and every decision is the original's`, async () => {
-      const sessionId = `crash-${crashAfter}`;
-      const killed = await runTurn(sessionId, 'run', crashAfter);
+      const sessionId = `crash-${crashAfter}${stream ? '-stream' : ''}`;
+      const killed = await runTurn(sessionId, 'run', crashAfter, stream);
       expect(killed.at(-1)).toEqual({ kind: 'ran', id: crashAfter });
       // What the killed run was offered is what the reference was offered, step for step.
       expect(offersOf(reference.lines)).toEqual(expect.arrayContaining(offersOf(killed)));
 
-      const recovered = await runTurn(sessionId, 'recover');
+      const recovered = await runTurn(sessionId, 'recover', undefined, stream);
       // The replay saw what the original run saw, and finished as the reference did.
       expect(offersOf(recovered)).toEqual(offersOf(reference.lines));
-      expect(outcomeOf(recovered)).toEqual(outcomeOf(reference.lines));
+      // (streamText lists a step's parts in the order they finished: compared as a set.)
+      const keyOf = (part: unknown) => {
+        const p = part as { type: string; toolCallId?: string; toolCall?: { toolCallId: string } };
+        return `${p.toolCallId ?? p.toolCall?.toolCallId}:${p.type}`;
+      };
+      const inOrder = (parts: unknown[]) =>
+        stream ? [...parts].sort((a, b) => keyOf(a).localeCompare(keyOf(b))) : parts;
+      expect(inOrder(outcomeOf(recovered))).toEqual(inOrder(outcomeOf(reference.lines)));
       // Every tool body ran exactly once, across both processes.
       expect(await effects(sessionId)).toEqual(['p1', 's1', 's2']);
 
