@@ -10,13 +10,15 @@
  *
  * Crash points: after the first tool of the first model step (its reservation still held by
  * the dead process), after the first tool of the second step (the first step's calls, refusal
- * and token usage already stored), and, through streamText, after the second tool of the first.
+ * and token usage already stored), through streamText after the second tool of the first, and
+ * after the first tool with a recovery that comes once the dead run's reservation expired.
  *
  * The README's sample of this wiring (README.md, "Under a durable-execution engine") is the fixture's.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionLogEntry } from '../src/core/session-log.js';
@@ -43,10 +45,14 @@ interface Line {
  * Runs the fixture; with `killAfter`, kills it (SIGKILL) once it printed that the call's body
  * ran. Resolves to the lines it printed.
  */
-function runTurn(sessionId: string, mode: 'run' | 'recover', killAfter?: string, stream = false): Promise<Line[]> {
+function runTurn(
+  sessionId: string,
+  mode: 'run' | 'recover',
+  { killAfter, stream = false, leaseMs }: { killAfter?: string; stream?: boolean; leaseMs?: number } = {},
+): Promise<Line[]> {
   const args = ['--import', 'tsx', 'test/fixtures/durable-turn.ts', DATABASE_URL, sessionId, mode];
   if (killAfter !== undefined) args.push(killAfter);
-  const env = { ...process.env, DURABLE_STREAM: stream ? '1' : '0' };
+  const env = { ...process.env, DURABLE_STREAM: stream ? '1' : '0', DURABLE_LEASE_MS: leaseMs ? String(leaseMs) : '' };
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: Line[] = [];
   let errors = '';
@@ -176,12 +182,12 @@ describe.skipIf(skip)('an orchestrated turn as a DBOS workflow, killed and recov
   ] as const) {
     it(`killed ${where}: recovered, every tool ran once and every decision is the original's`, async () => {
       const sessionId = `crash-${crashAfter}${stream ? '-stream' : ''}`;
-      const killed = await runTurn(sessionId, 'run', crashAfter, stream);
+      const killed = await runTurn(sessionId, 'run', { killAfter: crashAfter, stream });
       expect(killed.at(-1)).toEqual({ kind: 'ran', id: crashAfter });
       // What the killed run was offered is what the reference was offered, step for step.
       expect(offersOf(reference.lines)).toEqual(expect.arrayContaining(offersOf(killed)));
 
-      const recovered = await runTurn(sessionId, 'recover', undefined, stream);
+      const recovered = await runTurn(sessionId, 'recover', { stream });
       // The replay saw what the original run saw, and finished as the reference did.
       expect(offersOf(recovered)).toEqual(offersOf(reference.lines));
       // (streamText lists a step's parts in the order they finished: compared as a set.)
@@ -203,6 +209,29 @@ describe.skipIf(skip)('an orchestrated turn as a DBOS workflow, killed and recov
       expect(session.log).toEqual(reference.session.log);
     }, 120_000);
   }
+
+  it("recovered after the dead run's reservation ended: the call is decided again, and still runs once", async () => {
+    const sessionId = 'crash-after-the-lease';
+    const leaseMs = 1_000;
+    await runTurn(sessionId, 'run', { killAfter: 's1', leaseMs });
+    await sleep(leaseMs + 300);
+    const recovered = await runTurn(sessionId, 'recover', { leaseMs });
+    expect(outcomeOf(recovered)).toEqual(outcomeOf(reference.lines));
+    expect(await effects(sessionId)).toEqual(['p1', 's1', 's2']);
+    const session = await sessionOf(sessionId);
+    expect(session.state).toEqual(reference.session.state);
+    expect(session.replay).toEqual(reference.session.replay);
+    // The log has what happened: the dead run's reservation of s1 expired, and the replay
+    // reserved s1 again; everything else once, as in the reference.
+    const key = (entry: { type: string; call?: string | undefined }) => `${entry.type}:${entry.call ?? ''}`;
+    const extra = session.log.map(key);
+    for (const expected of reference.session.log.map(key)) {
+      const at = extra.indexOf(expected);
+      expect(at, expected).toBeGreaterThanOrEqual(0);
+      extra.splice(at, 1);
+    }
+    expect(extra.sort()).toEqual(['tool-released:s1', 'tool-reserved:s1']);
+  }, 120_000);
 
   it("the README's sample is the fixture's wiring", () => {
     const readme = readFileSync(`${ROOT}README.md`, 'utf8');
