@@ -136,9 +136,10 @@ export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT exten
    * id of the turn that stays the same when the engine replays it (e.g. `DBOS.workflowID`). Its
    * decisions are recorded in the session, and a replay gets every one back as the original run
    * saw it: the tools offered at each model step, each call allowed or refused. A call the
-   * original run allowed and completed is passed to its tool again, for the engine to answer from
-   * its record, and is not recorded twice: make each tool's `execute` a step of the engine (e.g.
-   * `DBOS.runStep`) so its body never runs twice. Without `turnId`, a repeated call id is refused.
+   * original run allowed and completed (or that failed) is passed to its tool again, for the
+   * engine to answer from its record, and is not recorded twice: make each tool's `execute` a
+   * step of the engine (e.g. `DBOS.runStep`) so its body never runs twice. Without `turnId`, a
+   * repeated call id is refused.
    */
   turnId?: string;
   /** Called before every model step with the step's orchestration (for UIs and logs). */

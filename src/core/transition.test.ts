@@ -695,6 +695,16 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
     expect(state.recentlyUsedTools).toEqual(['search']);
   });
 
+  it('gives a replay of a call whose tool failed its decision back, whatever the session did since', () => {
+    let state = run(createState('s', 0), [{ type: 'user-message' }, request('search', 's1')]).state;
+    state = run(state, [{ type: 'tool-failed', toolCallId: 's1' }]).state;
+    // Later calls move the session on; the replay of s1 still gets what the original run saw.
+    state = run(state, [request('search', 's2'), { type: 'tool-completed', toolCallId: 's2' }]).state;
+    const replayed = run(state, [request('search', 's1')]);
+    expect(replayed.decisions[0]).toMatchObject({ allowed: true, replayed: 'settled' });
+    expect(replayed.state).toBe(state); // nothing reserved, nothing to release
+  });
+
   it("counts a model step's token usage once, however often the step is replayed", () => {
     const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15 };
     let state = run(createState('s', 0), [{ type: 'user-message' }]).state;

@@ -294,7 +294,8 @@ export type ToolDecision =
       readonly wouldBlock?: ToolDenial;
       /**
        * A replay of a call its turn already decided (`turnId`): `running`, its reservation still
-       * holds (it commits as usual); `settled`, it completed and was recorded (nothing to commit).
+       * holds (it commits as usual); `settled`, it completed and was recorded, or failed (nothing
+       * to commit or release: the engine replays its outcome).
        */
       readonly replayed?: 'running' | 'settled';
     }
@@ -581,8 +582,8 @@ function replayRecord(state: OrchestrationState, turnId: string): ReplayRecord {
 
 /**
  * The recorded decision of a call its turn already decided, for a replay (undefined: decide it
- * now). An allowed call whose reservation ended without it completing (its process died, or it
- * failed) is decided again, as a new call: what runs is still what the store allows.
+ * now). An allowed call whose reservation ended without an outcome (its process died and its
+ * lease ran out) is decided again, as a new call: what runs is still what the store allows.
  */
 function replayedCall(
   state: OrchestrationState,
@@ -603,7 +604,9 @@ function replayedCall(
   }
   const running = state.pending?.some((entry) => entry.kind === 'call' && entry.id === toolCallId) === true;
   if (running) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'running' };
-  if (recorded.ran === true) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'settled' };
+  // Completed or failed: its tool ran, and the engine replays its outcome (a failure too), so the
+  // replay gets the same decision, not one on a session later calls have moved on.
+  if (recorded.ran !== undefined) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'settled' };
   return undefined;
 }
 
