@@ -128,7 +128,8 @@ export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT exten
   sessionState?: OrchestrationState;
   /**
    * What rules on calls may read as `context` in their conditions (e.g. `{ user: { role: 'admin' } }`):
-   * facts of the caller the model cannot change.
+   * facts of the caller the model cannot change. Read once per object: pass a new object when
+   * the facts change, rather than changing this one.
    */
   context?: Readonly<Record<string, unknown>>;
   /**

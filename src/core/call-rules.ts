@@ -52,7 +52,7 @@ export class RuleInputs {
       this.#converted = true;
       try {
         this.#args = celValue(this.#facts.args ?? {});
-        this.#context = celValue(this.#facts.context ?? {});
+        this.#context = contextValue(this.#facts.context);
       } catch (error) {
         this.#error = error instanceof Error ? error.message : String(error);
       }
@@ -60,6 +60,20 @@ export class RuleInputs {
     if (this.#error !== undefined) throw new RuleEvaluationError(this.#error);
     return { tool, args: this.#args, state: celState(state), context: this.#context };
   }
+}
+
+/** A turn's context as rules read it, converted once per context object (a turn passes the same one). */
+const contextValues = new WeakMap<object, unknown>();
+const NO_CONTEXT = celValue({});
+
+function contextValue(context: Readonly<Record<string, unknown>> | undefined): unknown {
+  if (context === undefined) return NO_CONTEXT;
+  let value = contextValues.get(context);
+  if (value === undefined) {
+    value = celValue(context);
+    contextValues.set(context, value);
+  }
+  return value;
 }
 
 /** What the rules made of a call in one outcome. */
@@ -90,7 +104,7 @@ export function judgeRules(
   const rules = plan.rulesFor(activeStepOf(plan, state), tool);
   if (rules.length === 0) return NO_VERDICT;
   // No closures here: this runs for every call in every outcome, and stays allocation-light.
-  const judging: Judging = { state, tool, inputs, conditional: [], limits: [] };
+  const judging: Judging = { state, tool, inputs, variables: undefined, conditional: [], limits: [] };
   let current: CompiledRule | undefined;
   let denial: ToolDenial | undefined;
   try {
@@ -157,6 +171,8 @@ interface Judging {
   readonly state: OrchestrationState;
   readonly tool: string;
   readonly inputs: RuleInputs | undefined;
+  /** The expressions' variables, built once for all the rules judged. */
+  variables: RuleVariables | undefined;
   readonly conditional: CompiledRule[];
   readonly limits: string[];
 }
@@ -168,7 +184,8 @@ function holds(rule: CompiledRule, judging: Judging): boolean | undefined {
     judging.conditional.push(rule);
     return undefined;
   }
-  return rule.holds(judging.inputs.variables(judging.tool, judging.state));
+  judging.variables ??= judging.inputs.variables(judging.tool, judging.state);
+  return rule.holds(judging.variables);
 }
 
 /** Why the call's approval does not count: `none` when it has none, else what is wrong; undefined when valid. */
