@@ -157,6 +157,10 @@ describe.skipIf(!runs)('approvals in the inspector, in Chromium', { timeout: 60_
       await expect
         .poll(() => timeline.locator('[data-testid=timeline-entry][data-type=approval-requested]').textContent())
         .toMatch(/asked a person to approve pay \(rules\[0\]\): Every payment needs a person$/);
+      // The tool list says that pay is offered, and that a rule may ask a person about a call of it.
+      await expect
+        .poll(() => page.locator('[data-testid=tool-status][data-tool=pay]').getByTestId('tool-rules').textContent())
+        .toBe('may ask a person: Every payment needs a person (rules[0])');
       await card.getByRole('button', { name: 'Approve' }).click();
       await expect.poll(() => card.getAttribute('data-state')).toBe('done');
       await page.getByTestId('stop').waitFor({ state: 'detached' });

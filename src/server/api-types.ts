@@ -70,6 +70,11 @@ export interface ToolStatus {
   tool: string;
   allowed: boolean;
   reason?: ToolDenial;
+  /**
+   * Rules on calls whose condition depends on a call's input, so that they may still refuse a
+   * call of the tool or ask a person to approve it (`effect`: `deny`, `allow`, `approve`, `limit`).
+   */
+  rules?: { rule: string; effect: string; reason: string }[];
 }
 
 /** `GET /api/sessions/:sessionId` and `POST /api/sessions/:sessionId/reset`. */

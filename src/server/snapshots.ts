@@ -25,9 +25,13 @@ export function sessionResponse(agentId: string, state: OrchestrationState, expl
  * would refuse; a spent budget refuses every tool the step would allow).
  */
 function toolStatuses(explanation: Explanation): ToolStatus[] {
-  return explanation.tools.map((tool) =>
-    tool.reason ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason } : { tool: tool.tool, allowed: true },
-  );
+  return explanation.tools.map((tool) => {
+    const status: ToolStatus = tool.reason
+      ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason }
+      : { tool: tool.tool, allowed: true };
+    if (tool.rules !== undefined) status.rules = tool.rules.map((rule) => ({ ...rule }));
+    return status;
+  });
 }
 
 /**

@@ -17,6 +17,8 @@ export interface LiveTool {
   reason: ToolStatus['reason'] | null;
   /** Shadow mode: offered because nothing is enforced, but enforcement would have blocked it. */
   wouldBlock: boolean;
+  /** Rules on calls that may still refuse a call of it, or ask a person, depending on its input. */
+  rules: NonNullable<ToolStatus['rules']>;
 }
 
 /** Shown for a blocked tool whose reason the server has not given for this state (yet). */
@@ -50,6 +52,7 @@ export function liveTools(
   const offered = new Set(snapshot.allowedTools);
   const enforced = snapshot.shadow ? new Set(snapshot.shadow.wouldOffer) : undefined;
   const reasons = new Map((explained ?? []).map((status) => [status.tool, status.reason]));
+  const rules = new Map((explained ?? []).map((status) => [status.tool, status.rules ?? []]));
   // The explanation also lists tools the orchestration names but the agent lacks.
   const names = [
     ...agentTools,
@@ -61,6 +64,6 @@ export function liveTools(
     // The server explains a shadow session as enforced, so its reason for a tool is the reason
     // enforcement would have refused it: what a team reads before switching enforcement on.
     const reason = allowed && !wouldBlock ? undefined : (reasons.get(tool) ?? null);
-    return { tool, allowed, reason, wouldBlock };
+    return { tool, allowed, reason, wouldBlock, rules: rules.get(tool) ?? [] };
   });
 }

@@ -4,6 +4,14 @@
  */
 import { type LiveTool, NOT_OFFERED } from './live-tools.js';
 
+/** How the list words a conditional rule's effect: what it may do to a call of the tool. */
+const RULE_EFFECTS: Record<string, string> = {
+  deny: 'may refuse',
+  allow: 'allowed only if',
+  approve: 'may ask a person',
+  limit: 'limited',
+};
+
 /**
  * The tool list; before the first message nothing is decided yet, so it names the tools only.
  * `testIdPrefix` keeps the test ids of a second list on the page (the session timeline's) apart.
@@ -39,7 +47,7 @@ export function ToolList({
   }
   return (
     <ul className="tool-list" data-testid={`${testIdPrefix}tool-list`}>
-      {tools.map(({ tool, allowed, reason, wouldBlock }) => (
+      {tools.map(({ tool, allowed, reason, wouldBlock, rules }) => (
         <li
           key={tool}
           className={`tool-status ${allowed ? 'is-allowed' : 'is-blocked'}`}
@@ -66,6 +74,13 @@ export function ToolList({
             >
               {reason?.message ?? NOT_OFFERED}
               {reason && 'rule' in reason ? ` (${reason.rule})` : ''}
+            </span>
+          )}
+          {allowed && rules.length > 0 && (
+            <span className="tool-reason" data-testid={`${testIdPrefix}tool-rules`}>
+              {rules
+                .map((rule) => `${RULE_EFFECTS[rule.effect] ?? rule.effect}: ${rule.reason} (${rule.rule})`)
+                .join('; ')}
             </span>
           )}
         </li>
