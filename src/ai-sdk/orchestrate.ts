@@ -48,6 +48,7 @@ import type { ToolAnnotations } from '../core/tool-annotations.js';
 import { type BudgetStatus, decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
+import { rejectionMessage } from '../orchestration/rejection-message.js';
 import { Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
@@ -711,14 +712,6 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       if (failures.length > 0) throw failures[0];
     },
   };
-}
-
-/** The message a refused call gets: why, and what the model may call instead. */
-function rejectionMessage(tool: string, reason: ToolDenial, allowedTools: readonly string[]): string {
-  const instead = allowedTools.length
-    ? `Allowed tools now: ${allowedTools.join(', ')}.`
-    : 'No tool is allowed now; answer without tools.';
-  return `Tool "${tool}" was not run: ${reason.message}. ${instead}`;
 }
 
 /**

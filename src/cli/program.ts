@@ -6,6 +6,7 @@ import type { ToolSet } from 'ai';
 import { Command } from 'commander';
 import { chatCommand } from './chat-command.js';
 import { graphCommand } from './graph-command.js';
+import { mcpCommand } from './mcp-command.js';
 import { serveCommand } from './serve-command.js';
 import { simulateCommand } from './simulate-command.js';
 import { validateCommand } from './validate-command.js';
@@ -44,5 +45,6 @@ export function createProgram(context: CliContext, version = '0.0.0'): Command {
   program.addCommand(validateCommand(context).copyInheritedSettings(program));
   program.addCommand(simulateCommand(context).copyInheritedSettings(program));
   program.addCommand(graphCommand(context).copyInheritedSettings(program));
+  program.addCommand(mcpCommand(context).copyInheritedSettings(program));
   return program;
 }

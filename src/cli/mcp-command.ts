@@ -1,0 +1,199 @@
+/**
+ * The `mcp` sub-command: `baton mcp <template> [options] -- <upstream command...>`, an MCP server
+ * in front of upstream MCP servers that applies the template (see `src/mcp/gateway.ts`). The MCP
+ * SDK is loaded only when the command runs.
+ */
+import type { Readable, Writable } from 'node:stream';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { BatonError } from '../core/errors.js';
+import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { DEFAULT_EVENT_LOG } from '../server/create-app.js';
+import { redact, storeUrlProblem } from '../stores/resolve-store.js';
+import type { CliContext } from './program.js';
+import { readTemplateFile } from './template-file.js';
+
+/** Default store of `baton mcp`: a session lives as long as its connection (use --store to keep it). */
+export const DEFAULT_MCP_STORE = 'memory:';
+
+function integer(name: string, min: number) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
+    return n;
+  };
+}
+
+/** Flags of `baton mcp`. */
+interface McpFlags {
+  upstream: string[];
+  session?: string;
+  store: string;
+  http?: number;
+  host: string;
+  cors: string;
+  eventLog: number;
+  lease?: number;
+  callTimeout?: number;
+  maxTurns?: number;
+  maxQueuedTurns?: number;
+}
+
+/** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
+export function mcpCommand(context: CliContext): Command {
+  return new Command('mcp')
+    .description(
+      'An MCP server in front of upstream MCP servers: offers only the tools the active step allows, refuses the others before they reach the upstream.',
+    )
+    .argument('<template>', 'agent template (.json) whose tools, steps, sequences and rules apply')
+    .argument('[command...]', 'the upstream MCP server to start, after "--" (stdio)')
+    .addOption(
+      new Option(
+        '--upstream <spec>',
+        'an upstream: <url> (Streamable HTTP), or name=<url or command> (repeat for several; their tools become name.tool)',
+      )
+        .argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+        .default([]),
+    )
+    .option('--session <id>', 'continue this orchestration session (stdio; default: a new one per connection)')
+    .option(
+      '--store <url>',
+      'session state: memory: | sqlite:<path> | redis://… | postgres://… (shared by several gateways)',
+      context.env.BATON_STORE ?? DEFAULT_MCP_STORE,
+    )
+    .addOption(
+      new Option('--http <port>', 'serve Streamable HTTP on this port (0 picks a free one) instead of stdio').argParser(
+        integer('--http', 0),
+      ),
+    )
+    .option('--host <host>', 'interface to listen on with --http', '127.0.0.1')
+    .option(
+      '--cors <origins>',
+      'with --http: comma-separated origins allowed to call from a browser',
+      context.env.BATON_CORS_ORIGINS ?? '',
+    )
+    .addOption(
+      new Option('--event-log <n>', 'decisions kept per session for GET /api/sessions/:id/events (0: none)')
+        .argParser(integer('--event-log', 0))
+        .default(DEFAULT_EVENT_LOG),
+    )
+    .addOption(
+      new Option(
+        '--lease <ms>',
+        "how long a running call's reservation lasts without renewal (renewed while the upstream runs; default 120000)",
+      ).argParser(integer('--lease', 1)),
+    )
+    .addOption(
+      new Option(
+        '--call-timeout <ms>',
+        'most time an upstream request may take (progress notifications restart it; default 60000)',
+      ).argParser(integer('--call-timeout', 1)),
+    )
+    .addOption(
+      new Option('--max-turns <n>', 'with --http: most tool calls that run at once (more wait)').argParser(
+        integer('--max-turns', 1),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--max-queued-turns <n>',
+        'with --http: tool calls that wait for a slot; more are refused (default 1024)',
+      ).argParser(integer('--max-queued-turns', 0)),
+    )
+    .addHelpText(
+      'after',
+      '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
+    )
+    .action(async (templatePath: string, command: string[], flags: McpFlags) => {
+      const fail = (message: string) => {
+        context.stderr.write(`baton mcp: ${message}\n`);
+        context.setExitCode(1);
+      };
+      const storeProblem = storeUrlProblem(flags.store);
+      if (storeProblem) return fail(`--store: ${storeProblem}`);
+      const read = await readTemplateFile(templatePath);
+      if (!read.ok) {
+        return fail(
+          `${templatePath} is not a valid template:\n${read.issues.map((issue) => `  ${issue.line ? `${issue.line}:${issue.column} ` : ''}${issue.message}`).join('\n')}`,
+        );
+      }
+      let gatewayModule: typeof import('../mcp/gateway.js');
+      let upstreamModule: typeof import('../mcp/gateway-upstream.js');
+      try {
+        gatewayModule = await import('../mcp/gateway.js');
+        upstreamModule = await import('../mcp/gateway-upstream.js');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND')
+          return fail('the MCP gateway needs the MCP SDK: npm install @modelcontextprotocol/sdk@^1');
+        throw error;
+      }
+      let upstreams: import('../mcp/gateway-upstream.js').UpstreamSpec[];
+      try {
+        upstreams = flags.upstream.map(upstreamModule.parseUpstream);
+        if (command.length > 0) upstreams.unshift({ command: command[0]!, args: command.slice(1) });
+      } catch (error) {
+        return fail((error as Error).message);
+      }
+      const manager = createOrchestrationManager({
+        store: flags.store,
+        eventLog: flags.eventLog,
+        ...(flags.lease !== undefined ? { leaseMs: flags.lease } : {}),
+      });
+      try {
+        await manager.getStateManager().getState('baton-startup-check');
+      } catch (error) {
+        await manager.close().catch(() => undefined);
+        return fail(`cannot open the store ${redact(flags.store)}: ${(error as Error).message}`);
+      }
+      const say = (line: string) => context.stderr.write(`${line}\n`);
+      const options = {
+        template: read.template,
+        upstreams,
+        manager,
+        callTimeoutMs: flags.callTimeout,
+        env: context.env,
+        version: '0.1.0',
+        onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),
+      };
+      try {
+        if (flags.http === undefined) {
+          const { serveStdio } = await import('../mcp/gateway-serve.js');
+          await serveStdio({
+            ...options,
+            sessionId: flags.session,
+            // The protocol owns stdout; everything for people goes to stderr.
+            stdin: context.stdin as unknown as Readable,
+            stdout: context.stdout as unknown as Writable,
+            signal: context.signal,
+          });
+        } else {
+          const { serveHttp } = await import('../mcp/gateway-http.js');
+          const served = await serveHttp({
+            ...options,
+            port: flags.http,
+            host: flags.host,
+            corsOrigins: flags.cors
+              .split(',')
+              .map((origin) => origin.trim())
+              .filter(Boolean),
+            ...(context.env.BATON_API_KEY ? { apiKey: context.env.BATON_API_KEY } : {}),
+            ...(flags.maxTurns !== undefined ? { maxTurns: flags.maxTurns } : {}),
+            ...(flags.maxQueuedTurns !== undefined ? { maxQueuedTurns: flags.maxQueuedTurns } : {}),
+            signal: context.signal,
+            say,
+          });
+          await served.closed;
+        }
+      } catch (error) {
+        if (error instanceof gatewayModule.GatewaySetupError || BatonError.isInstance(error)) {
+          fail((error as Error).message);
+        } else if (error instanceof upstreamModule.UpstreamError) {
+          fail(error.message);
+        } else {
+          throw error;
+        }
+      } finally {
+        await manager.close().catch(() => undefined);
+      }
+    });
+}

@@ -1,0 +1,113 @@
+/**
+ * The MCP gateway over Streamable HTTP (`baton mcp --http <port>`): `POST/GET/DELETE /mcp` with
+ * `Mcp-Session-Id` sessions (the SDK's web-standard transport, mounted on a Hono app), one
+ * gateway session per MCP session whose orchestration session has the same id. The app is
+ * `createApp()`'s, so the API key, CORS, the session routes (`GET /api/sessions/:id`,
+ * `/api/sessions/:id/events`) and the turn limiter's admission control are the ones
+ * `baton serve` has.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import pino from 'pino';
+import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
+import { apiKeyAuth, corsFor } from '../server/middleware.js';
+import { createTurnLimiter } from '../server/turn-limiter.js';
+import { McpGateway, type McpGatewayOptions } from './gateway.js';
+
+/** Options of {@link serveHttp}. */
+export interface ServeHttpOptions extends McpGatewayOptions {
+  port: number;
+  host: string;
+  /** Every request needs `Authorization: Bearer <apiKey>` when set. */
+  apiKey?: string | undefined;
+  corsOrigins?: readonly string[] | undefined;
+  /** Most tool calls running at once (default as `baton serve`'s turns). */
+  maxTurns?: number | undefined;
+  /** Calls that wait for a slot; more are refused. */
+  maxQueuedTurns?: number | undefined;
+  signal?: AbortSignal | undefined;
+  /** Where lines for people go (stderr). */
+  say: (line: string) => void;
+}
+
+/** A running HTTP gateway. */
+export interface HttpGateway {
+  readonly url: string;
+  readonly gateway: McpGateway;
+  /** Resolves once the server stopped (after `close()` or the signal). */
+  readonly closed: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Serves the gateway over Streamable HTTP at `/mcp`; resolves once it listens. */
+export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway> {
+  const limiter = createTurnLimiter({
+    maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
+    maxQueued: options.maxQueuedTurns ?? DEFAULT_MAX_QUEUED_TURNS,
+  });
+  const gateway = new McpGateway({ ...options, limiter });
+  // Fail at start, not at the first client: the upstreams answer and the template selects from them.
+  const probe = await gateway.probe();
+  const app = createApp({
+    agents: [options.template],
+    manager: options.manager,
+    model: 'offline',
+    corsOrigins: options.corsOrigins ?? [],
+    ...(options.apiKey ? { apiKey: options.apiKey } : {}),
+    logger: pino({ level: 'error' }, process.stderr),
+    webRoot: false,
+  });
+  if (options.corsOrigins?.length) app.use('/mcp', corsFor(options.corsOrigins));
+  if (options.apiKey) app.use('/mcp', apiKeyAuth(options.apiKey));
+  const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  app.all('/mcp', async (c) => {
+    const id = c.req.header('mcp-session-id');
+    let transport = id === undefined ? undefined : transports.get(id);
+    if (transport === undefined) {
+      if (id !== undefined) {
+        return c.json({ jsonrpc: '2.0', error: { code: -32001, message: `Session "${id}" not found` }, id: null }, 404);
+      }
+      const created = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sessionId) => {
+          transports.set(sessionId, created);
+        },
+        onsessionclosed: (sessionId) => {
+          transports.delete(sessionId);
+        },
+      });
+      transport = created;
+      await gateway.connect(created, {
+        onClosed: () => {
+          if (created.sessionId !== undefined) transports.delete(created.sessionId);
+        },
+      });
+    }
+    return transport.handleRequest(c.req.raw);
+  });
+
+  let resolveClosed: () => void = () => undefined;
+  const closed = new Promise<void>((resolve) => {
+    resolveClosed = resolve;
+  });
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const started = serve({ fetch: app.fetch, port: options.port, hostname: options.host }, () => resolve(started));
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      await gateway.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      resolveClosed();
+    })();
+    return closing;
+  };
+  options.signal?.addEventListener('abort', () => void close(), { once: true });
+  options.say(`Baton MCP gateway listening on ${url}/mcp`);
+  options.say(`Tools: ${probe.offered.length} offered by the template at most, ${probe.hidden.length} hidden`);
+  return { url, gateway, closed, close };
+}

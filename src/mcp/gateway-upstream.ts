@@ -1,0 +1,171 @@
+/**
+ * The upstream side of the MCP gateway: which servers it fronts (a command or a URL, each with an
+ * optional name), connecting to them with the MCP SDK's own client, and the names their tools get
+ * downstream.
+ *
+ * Several upstreams qualify their tools as `name.tool`: the MCP SDK accepts tool names of
+ * `A-Z a-z 0-9 _ - .` only (SEP-986 as shipped has no `/`), and upstream names may not contain a
+ * dot, so the first dot always splits a qualified name unambiguously. A single upstream without a
+ * name keeps its tools' own names.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ClientCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { InvalidArgumentError } from '../core/errors.js';
+
+/** One upstream MCP server: a command to spawn (stdio) or a Streamable HTTP URL. */
+export type UpstreamSpec =
+  | { readonly name?: string | undefined; readonly command: string; readonly args: readonly string[] }
+  | { readonly name?: string | undefined; readonly url: string };
+
+/** What an upstream name may be: letters, digits, `_` and `-` (no dot, which separates it from the tool). */
+const UPSTREAM_NAME = /^[A-Za-z0-9_-]{1,32}$/;
+
+/** The separator of server-qualified tool names (`github.create_issue`). */
+export const QUALIFIER = '.';
+
+/**
+ * Parses the value of `--upstream`: `<url>`, `name=<url>` or `name=<command> [args...]` (a
+ * command's words are split at spaces; use `-- <command> [args...]` for arguments with spaces).
+ */
+export function parseUpstream(value: string): UpstreamSpec {
+  const named = /^([^=\s/:]+)=(.*)$/s.exec(value);
+  const name = named?.[1];
+  const target = (named ? named[2]! : value).trim();
+  if (name !== undefined && !UPSTREAM_NAME.test(name)) {
+    throw new InvalidArgumentError(
+      'upstream',
+      `upstream name "${name}" may contain only letters, digits, "_" and "-" (at most 32), so that "${name}${QUALIFIER}tool" is a valid MCP tool name`,
+    );
+  }
+  if (target === '') throw new InvalidArgumentError('upstream', `"${value}" names no command or URL`);
+  if (/^https?:\/\//i.test(target)) {
+    try {
+      new URL(target);
+    } catch {
+      throw new InvalidArgumentError('upstream', `"${target}" is not a valid URL`);
+    }
+    return { name, url: target };
+  }
+  const [command, ...args] = target.split(/\s+/);
+  return { name, command: command!, args };
+}
+
+/** Checks a set of upstreams: several need distinct names; returns them unchanged. */
+export function checkUpstreams(upstreams: readonly UpstreamSpec[]): readonly UpstreamSpec[] {
+  if (upstreams.length === 0) {
+    throw new InvalidArgumentError(
+      'upstream',
+      'no upstream MCP server: give its command after "--" (baton mcp template.json -- npx server) or --upstream <url>',
+    );
+  }
+  if (upstreams.length > 1) {
+    const names = new Set<string>();
+    for (const upstream of upstreams) {
+      if (upstream.name === undefined) {
+        throw new InvalidArgumentError(
+          'upstream',
+          `with several upstreams each needs a name (--upstream name=<command or url>), so their tools can be told apart: "${describeUpstream(upstream)}" has none`,
+        );
+      }
+      if (names.has(upstream.name))
+        throw new InvalidArgumentError('upstream', `two upstreams are named "${upstream.name}"`);
+      names.add(upstream.name);
+    }
+  }
+  return upstreams;
+}
+
+/** The upstream as a person would recognize it in a message. */
+export function describeUpstream(upstream: UpstreamSpec): string {
+  const target = 'url' in upstream ? upstream.url : [upstream.command, ...upstream.args].join(' ');
+  return upstream.name === undefined ? target : `${upstream.name}=${target}`;
+}
+
+/** A connected upstream. */
+export interface UpstreamConnection {
+  readonly spec: UpstreamSpec;
+  readonly client: Client;
+  /** The prefix of its tools' downstream names (`github.`), or '' for a single unnamed upstream. */
+  readonly prefix: string;
+}
+
+/** Options of {@link connectUpstream}. */
+export interface ConnectUpstreamOptions {
+  /** What the downstream client supports (roots, sampling, elicitation), declared upstream as ours. */
+  capabilities?: ClientCapabilities | undefined;
+  /** Environment of a spawned upstream (default: this process's). */
+  env?: Readonly<Record<string, string | undefined>> | undefined;
+  /** Give up connecting after this long (ms). */
+  timeoutMs: number;
+  /** Where the upstream's stderr goes (default: this process's stderr). */
+  stderr?: 'inherit' | 'ignore' | undefined;
+  /** Client version reported upstream. */
+  version: string;
+  /** Called before connecting, to install handlers of requests and notifications from the upstream. */
+  prepare?: ((client: Client) => void) | undefined;
+}
+
+/** Connects to one upstream with the SDK's client; rejects with a message naming it. */
+export async function connectUpstream(
+  spec: UpstreamSpec,
+  prefixed: boolean,
+  options: ConnectUpstreamOptions,
+): Promise<UpstreamConnection> {
+  const client = new Client(
+    { name: 'baton-mcp-gateway', version: options.version },
+    { capabilities: options.capabilities ?? {} },
+  );
+  options.prepare?.(client);
+  const transport =
+    'url' in spec
+      ? new StreamableHTTPClientTransport(new URL(spec.url))
+      : new StdioClientTransport({
+          command: spec.command,
+          args: [...spec.args],
+          env: definedEnv(options.env ?? process.env),
+          stderr: options.stderr ?? 'inherit',
+        });
+  try {
+    await client.connect(transport, { timeout: options.timeoutMs });
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw new UpstreamError(
+      `could not connect to the upstream MCP server "${describeUpstream(spec)}": ${messageOf(error)}`,
+    );
+  }
+  return { spec, client, prefix: prefixed ? `${spec.name}${QUALIFIER}` : '' };
+}
+
+/** Every tool of an upstream (all pages). */
+export async function listUpstreamTools(upstream: UpstreamConnection, timeoutMs: number): Promise<Tool[]> {
+  if (upstream.client.getServerCapabilities()?.tools === undefined) return [];
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await upstream.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined && tools.length < 10_000);
+  return tools;
+}
+
+/** An upstream could not be reached or answered wrongly. */
+export class UpstreamError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UpstreamError';
+  }
+}
+
+/** The message of an error, or the value as text. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function definedEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
+  return out;
+}

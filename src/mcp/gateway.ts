@@ -1,0 +1,676 @@
+/**
+ * The MCP gateway (`baton mcp`): an MCP server in front of one or more upstream MCP servers that
+ * applies a template's steps, sequences and rules to their tools (SPEC section 10).
+ *
+ * One {@link GatewaySession} per downstream MCP session (a stdio connection, or an `Mcp-Session-Id`
+ * over HTTP), with its own upstream connections, so each client sees its upstream as it would
+ * directly (its roots, its log level, its subscriptions), and its own orchestration session:
+ *
+ * - `tools/list` answers the tools the active step allows now, read from the store, with the
+ *   upstream's definitions unchanged; `notifications/tools/list_changed` goes out when a call this
+ *   session made changes that set;
+ * - `tools/call` is one `Turn` request (decide and reserve in one atomic store update, the call id
+ *   an idempotency key, the lease renewed while the upstream runs), then the upstream call, then
+ *   its completion (an `isError` result, an error, a timeout or a cancellation releases it
+ *   instead): a refused call never reaches the upstream, and gets a tool error result with the
+ *   reason the AI SDK loop gives;
+ * - everything else (resources, prompts, completions, logging, progress, cancellation, requests
+ *   from the upstream such as roots or sampling) is passed through with the SDK's own client and
+ *   server, never hand-written JSON-RPC.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  CallToolResultSchema,
+  type ClientCapabilities,
+  ErrorCode,
+  isInitializeRequest,
+  type JSONRPCMessage,
+  ListToolsRequestSchema,
+  McpError,
+  type Notification,
+  type Request,
+  ResultSchema,
+  type ServerCapabilities,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { inputDigest } from '../ai-sdk/input-digest.js';
+import type { OrchestrationPlan } from '../core/compile.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { AgentTemplate } from '../core/schema.js';
+import { createState, type OrchestrationState } from '../core/state.js';
+import { type StepDecision, type ToolDecision, transition } from '../core/transition.js';
+import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { rejectionMessage } from '../orchestration/rejection-message.js';
+import { Turn } from '../orchestration/turn.js';
+import type { TurnLimiter } from '../server/turn-limiter.js';
+import { selectTools } from './gateway-select.js';
+import { messageDependencies } from './gateway-template.js';
+import {
+  checkUpstreams,
+  connectUpstream,
+  listUpstreamTools,
+  messageOf,
+  QUALIFIER,
+  type UpstreamConnection,
+  type UpstreamSpec,
+} from './gateway-upstream.js';
+
+/** Default bound of one upstream call (ms); progress notifications restart it. */
+export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** How long a person may take to answer an approval asked through MCP elicitation (ms). */
+export const APPROVAL_TIMEOUT_MS = 10 * 60_000;
+
+/** Options of {@link McpGateway}. */
+export interface McpGatewayOptions {
+  /** The validated template whose steps and rules apply. */
+  template: AgentTemplate;
+  /** The upstream servers (several need names; their tools become `name.tool`). */
+  upstreams: readonly UpstreamSpec[];
+  /** Keeps the sessions' state (any store). */
+  manager: OrchestrationManager;
+  /** Bound of one upstream request in ms (default {@link DEFAULT_CALL_TIMEOUT_MS}); progress restarts it. */
+  callTimeoutMs?: number | undefined;
+  /** Environment of spawned upstreams (default: this process's). */
+  env?: Readonly<Record<string, string | undefined>> | undefined;
+  /** Where spawned upstreams' stderr goes (default `inherit`). */
+  upstreamStderr?: 'inherit' | 'ignore' | undefined;
+  /** Receives failures no client request can be told of (a store write after a call, an upstream that closed). */
+  onError?: ((error: unknown) => void) | undefined;
+  /** Reported to clients as the server's version. */
+  version?: string | undefined;
+  /** Admission control of tool calls (`baton serve`'s turn limiter): a call waits for a slot. */
+  limiter?: TurnLimiter | undefined;
+}
+
+/** Options of {@link McpGateway.connect}. */
+export interface GatewaySessionOptions {
+  /** The orchestration session (default: a new id per connection, or the transport's session id). */
+  sessionId?: string | undefined;
+  /** Called once the session's upstreams are connected and the client initialized. */
+  onReady?: ((session: GatewaySession) => void) | undefined;
+  /** Called when the downstream connection closed and the session let go of its upstreams. */
+  onClosed?: ((session: GatewaySession) => void) | undefined;
+}
+
+/** The gateway refuses its template or upstreams: what is wrong, said before anything runs. */
+export class GatewaySetupError extends InvalidArgumentError {
+  constructor(message: string) {
+    super('template', message);
+    this.name = 'GatewaySetupError';
+  }
+}
+
+/** See the module comment. */
+export class McpGateway {
+  readonly template: AgentTemplate;
+  readonly upstreams: readonly UpstreamSpec[];
+  readonly manager: OrchestrationManager;
+  readonly plan: OrchestrationPlan;
+  readonly callTimeoutMs: number;
+  /** The agent that gateway sessions belong to (the template's id). */
+  readonly agentId: string | undefined;
+  readonly #options: McpGatewayOptions;
+  readonly #sessions = new Set<GatewaySession>();
+
+  constructor(options: McpGatewayOptions) {
+    this.#options = options;
+    this.template = options.template;
+    this.upstreams = checkUpstreams(options.upstreams);
+    this.manager = options.manager;
+    const dependencies = messageDependencies(options.template);
+    if (dependencies.length > 0) {
+      throw new GatewaySetupError(
+        `an MCP gateway sees tool calls but no conversation, so what waits for a user message would never happen; this template depends on one in: ${dependencies.join('; ')}. Use tool_used or custom conditions, or serve it with "baton serve"`,
+      );
+    }
+    this.plan = options.manager.plan(options.template);
+    this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.agentId = options.template.id ?? options.template.agentId;
+  }
+
+  /** @internal */
+  get limiter(): TurnLimiter | undefined {
+    return this.#options.limiter;
+  }
+
+  /** The sessions open now. */
+  get sessions(): ReadonlySet<GatewaySession> {
+    return this.#sessions;
+  }
+
+  /**
+   * Connects to the upstreams once, lists their tools and lets go again: what a session would
+   * offer (before any step applies) and what the template hides. For startup checks.
+   */
+  async probe(): Promise<{ offered: string[]; hidden: string[] }> {
+    const upstreams = await this.connectUpstreams({}, () => undefined);
+    try {
+      const tools = await this.listTools(upstreams);
+      const offered = selectTools(selection(this.template), declared(tools));
+      const shown = new Set(offered);
+      return { offered, hidden: [...tools.keys()].filter((name) => !shown.has(name)) };
+    } finally {
+      await Promise.allSettled(upstreams.map((upstream) => upstream.client.close()));
+    }
+  }
+
+  /**
+   * Serves one downstream MCP connection on `transport` (not started yet): the session starts when
+   * the client's `initialize` arrives, connecting the upstreams with the client's capabilities.
+   */
+  async connect(transport: Transport, options: GatewaySessionOptions = {}): Promise<GatewaySession> {
+    const session = new GatewaySession(this, transport, options, () => this.#sessions.delete(session));
+    this.#sessions.add(session);
+    await session.start();
+    return session;
+  }
+
+  /** Closes every session and its upstreams. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#sessions].map((session) => session.close()));
+  }
+
+  /** @internal Connects every upstream, declaring `capabilities` as the gateway's own. */
+  async connectUpstreams(
+    capabilities: ClientCapabilities,
+    prepare: (client: Client, index: number) => void,
+  ): Promise<UpstreamConnection[]> {
+    const prefixed = this.upstreams.length > 1;
+    const settled = await Promise.allSettled(
+      this.upstreams.map((spec, index) =>
+        connectUpstream(spec, prefixed, {
+          capabilities,
+          env: this.#options.env,
+          stderr: this.#options.upstreamStderr,
+          timeoutMs: this.callTimeoutMs,
+          version: this.version,
+          prepare: (client) => prepare(client, index),
+        }),
+      ),
+    );
+    const failed = settled.find((result) => result.status === 'rejected');
+    if (failed !== undefined) {
+      await Promise.allSettled(
+        settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value.client.close()] : [])),
+      );
+      throw failed.reason;
+    }
+    return settled.map((result) => (result as PromiseFulfilledResult<UpstreamConnection>).value);
+  }
+
+  /** @internal Every upstream tool by its downstream name. */
+  async listTools(upstreams: readonly UpstreamConnection[]): Promise<Map<string, ExposedTool>> {
+    const lists = await Promise.all(upstreams.map((upstream) => listUpstreamTools(upstream, this.callTimeoutMs)));
+    const tools = new Map<string, ExposedTool>();
+    lists.forEach((list, i) => {
+      const upstream = upstreams[i]!;
+      for (const tool of list) {
+        const name = `${upstream.prefix}${tool.name}`;
+        if (!tools.has(name)) tools.set(name, { name, upstream, tool: { ...tool, name } });
+      }
+    });
+    return tools;
+  }
+
+  /** @internal */
+  get version(): string {
+    return this.#options.version ?? '0.0.0';
+  }
+
+  /** @internal */
+  reportError(error: unknown): void {
+    (this.#options.onError ?? ((e: unknown) => console.error('[baton mcp]', e)))(error);
+  }
+}
+
+/** An upstream tool as the gateway offers it. */
+export interface ExposedTool {
+  /** Its downstream name (`name.tool` with several upstreams). */
+  readonly name: string;
+  readonly upstream: UpstreamConnection;
+  /** The upstream's definition, under the downstream name. */
+  readonly tool: Tool;
+}
+
+/** What of a template selects upstream tools. */
+function selection(template: AgentTemplate): Parameters<typeof selectTools>[0] {
+  const unlisted = (template.orchestration as { unlistedTools?: 'hidden' | 'allowed' } | undefined)?.unlistedTools;
+  return { tools: template.tools, orchestration: { unlistedTools: unlisted } };
+}
+
+function declared(tools: ReadonlyMap<string, ExposedTool>) {
+  return [...tools.values()].map(({ name, tool }) => ({ name, annotations: tool.annotations }));
+}
+
+/** The original name of an exposed tool at its upstream. */
+function upstreamName(exposed: ExposedTool): string {
+  return exposed.upstream.prefix === '' ? exposed.name : exposed.name.slice(exposed.upstream.prefix.length);
+}
+
+/** One downstream MCP session; see the module comment. */
+export class GatewaySession {
+  readonly gateway: McpGateway;
+  /** The orchestration session id (set when the client initializes, for HTTP: its `Mcp-Session-Id`). */
+  sessionId: string;
+  readonly #inner: Transport;
+  readonly #options: GatewaySessionOptions;
+  readonly #forget: () => void;
+  /** Distinguishes this connection's request ids from another connection's on the same session. */
+  readonly #connection = randomUUID().slice(0, 8);
+  #server: Server | undefined;
+  #upstreams: UpstreamConnection[] = [];
+  #tools = new Map<string, ExposedTool>();
+  #agentTools: readonly string[] = [];
+  #turn: Turn | undefined;
+  /** The tools the client was last told of: a change is announced with `tools/list_changed`. */
+  #advertised: string | undefined;
+  #queue: { message: JSONRPCMessage; extra: unknown }[] = [];
+  #opening: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(gateway: McpGateway, transport: Transport, options: GatewaySessionOptions, forget: () => void) {
+    this.gateway = gateway;
+    this.#inner = transport;
+    this.#options = options;
+    this.#forget = forget;
+    this.sessionId = options.sessionId ?? `mcp-${randomUUID()}`;
+  }
+
+  /** The upstream tools this session may offer at all (the template's selection), in order. */
+  get agentTools(): readonly string[] {
+    return this.#agentTools;
+  }
+
+  /** @internal Starts reading the downstream transport; messages wait until the session is open. */
+  async start(): Promise<void> {
+    this.#inner.onmessage = (message, extra) => {
+      if (this.#server !== undefined && this.#queue.length === 0) return this.#deliver(message, extra);
+      this.#queue.push({ message, extra });
+      if (this.#opening === undefined && isInitializeRequest(message)) {
+        this.#opening = this.#open(message.params.capabilities).then(
+          () => this.#drain(),
+          (error: unknown) => this.#refuse((message as { id: string | number }).id, error),
+        );
+      }
+    };
+    this.#inner.onclose = () => void this.close();
+    this.#inner.onerror = (error) => this.gateway.reportError(error);
+    await this.#inner.start();
+  }
+
+  #relay: { onmessage?: Transport['onmessage'] } = {};
+
+  #deliver(message: JSONRPCMessage, extra: unknown): void {
+    this.#relay.onmessage?.(message, extra as Parameters<NonNullable<Transport['onmessage']>>[1]);
+  }
+
+  #drain(): void {
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const { message, extra } of queued) this.#deliver(message, extra);
+  }
+
+  /** The upstreams could not be reached: the client's `initialize` gets the error, and the connection ends. */
+  async #refuse(id: string | number, error: unknown): Promise<void> {
+    this.gateway.reportError(error);
+    await this.#inner
+      .send({ jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: messageOf(error) } })
+      .catch(() => undefined);
+    await this.close();
+  }
+
+  /** Connects the upstreams with the client's capabilities, then the downstream server. */
+  async #open(capabilities: ClientCapabilities): Promise<void> {
+    if (this.#inner.sessionId !== undefined && this.#options.sessionId === undefined)
+      this.sessionId = `mcp-${this.#inner.sessionId}`;
+    const forwarded: ClientCapabilities = {};
+    if (capabilities.roots !== undefined) forwarded.roots = capabilities.roots;
+    if (capabilities.sampling !== undefined) forwarded.sampling = capabilities.sampling;
+    if (capabilities.elicitation !== undefined) forwarded.elicitation = capabilities.elicitation;
+    this.#upstreams = await this.gateway.connectUpstreams(forwarded, (client, index) => this.#prepare(client, index));
+    if (this.#closed) return;
+    await this.#refreshTools();
+    // Claims the session for the template's agent (the session routes show it as one of its
+    // sessions), and refuses a session of another agent before anything runs.
+    await this.#turn!.begin();
+    const server = new Server(
+      { name: 'baton-mcp-gateway', version: this.gateway.version },
+      { capabilities: this.#capabilities(), ...this.#instructions() },
+    );
+    this.#server = server;
+    this.#install(server);
+    // The server reads and writes through a relay: the real transport is already started.
+    const relay = this.#relay;
+    const inner = this.#inner;
+    const wrapped: Transport = {
+      start: async () => undefined,
+      send: (message, options) => inner.send(message, options),
+      close: () => inner.close(),
+      set onmessage(handler) {
+        relay.onmessage = handler;
+      },
+      get onmessage() {
+        return relay.onmessage;
+      },
+      get sessionId() {
+        return inner.sessionId;
+      },
+      setProtocolVersion: (version) => inner.setProtocolVersion?.(version),
+    };
+    await server.connect(wrapped);
+    // The inner transport's close and errors stay with the session.
+    this.#inner.onclose = () => void this.close();
+    this.#inner.onerror = (error) => this.gateway.reportError(error);
+    server.oninitialized = () => this.#options.onReady?.(this);
+  }
+
+  /** Handlers of what the upstream sends: requests go to the client, notifications are passed on. */
+  #prepare(client: Client, index: number): void {
+    client.fallbackRequestHandler = async (request, extra) => {
+      const server = this.#server;
+      if (server === undefined) throw new McpError(ErrorCode.InternalError, 'the downstream client is not connected');
+      return server.request(request as Request, ResultSchema, { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS });
+    };
+    client.fallbackNotificationHandler = async (notification: Notification) => {
+      await this.#server?.notification(notification);
+    };
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      await this.#refreshTools();
+      await this.#announce();
+    });
+    client.onclose = () => {
+      if (!this.#closed) this.gateway.reportError(new Error(`upstream ${index + 1} closed its connection`));
+    };
+  }
+
+  /** The capabilities the downstream client is told of: tools, and what the upstreams offer besides. */
+  #capabilities(): ServerCapabilities {
+    const capabilities: ServerCapabilities = { tools: { listChanged: true } };
+    for (const upstream of this.#upstreams) {
+      const theirs = upstream.client.getServerCapabilities() ?? {};
+      if (theirs.resources) capabilities.resources = { ...capabilities.resources, ...theirs.resources };
+      if (theirs.prompts) capabilities.prompts = { ...capabilities.prompts, ...theirs.prompts };
+      if (theirs.completions) capabilities.completions = {};
+      if (theirs.logging) capabilities.logging = {};
+    }
+    return capabilities;
+  }
+
+  #instructions(): { instructions?: string } {
+    const instructions = this.#upstreams
+      .map((upstream) => upstream.client.getInstructions())
+      .filter((text): text is string => typeof text === 'string' && text !== '');
+    return instructions.length > 0 ? { instructions: instructions.join('\n\n') } : {};
+  }
+
+  async #refreshTools(): Promise<void> {
+    this.#tools = await this.gateway.listTools(this.#upstreams);
+    const selected = selectTools(selection(this.gateway.template), declared(this.#tools));
+    if (this.#turn === undefined || selected.join('\n') !== this.#agentTools.join('\n')) {
+      this.#agentTools = selected;
+      // A new turn for the new tool list; calls running on the old one finish there.
+      this.#turn = new Turn({
+        manager: this.gateway.manager,
+        config: this.gateway.template,
+        sessionId: this.sessionId,
+        agentTools: selected,
+        agentId: this.gateway.agentId,
+        onError: (error) => this.gateway.reportError(error),
+      });
+    }
+  }
+
+  #install(server: Server): void {
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      const allowed = await this.allowedTools();
+      this.#advertised = allowed.join('\n');
+      return { tools: allowed.map((name) => this.#tools.get(name)!.tool) };
+    });
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => this.#admitted(request.params, extra));
+    // Everything else goes to the upstream that serves it.
+    server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
+  }
+
+  /**
+   * The tools the active step allows now, decided as a model step would be on the session as
+   * the store holds it (a read, no write): what `tools/list` answers.
+   */
+  async allowedTools(): Promise<readonly string[]> {
+    const manager = this.gateway.manager;
+    const states = manager.getStateManager();
+    const stored = await states.getState(this.sessionId);
+    return this.#allowedOn(stored ?? createState(this.sessionId, states.clock(), states.ttl));
+  }
+
+  #allowedOn(state: OrchestrationState): readonly string[] {
+    const result = transition(
+      this.gateway.plan,
+      state,
+      { type: 'step-started', agentTools: this.#agentTools },
+      this.gateway.manager.transitionContext(undefined),
+    );
+    return (result.decision as StepDecision).allowedTools;
+  }
+
+  /** Tells the client its tool list changed, when the allowed set differs from what it was told. */
+  async #announce(state?: OrchestrationState): Promise<void> {
+    const server = this.#server;
+    if (server === undefined || this.#closed) return;
+    const allowed = (state === undefined ? await this.allowedTools() : this.#allowedOn(state)).join('\n');
+    if (allowed === this.#advertised) return;
+    this.#advertised = allowed;
+    await server.sendToolListChanged().catch((error: unknown) => this.gateway.reportError(error));
+  }
+
+  /** A call through the admission control, when the gateway has one: it waits for a slot. */
+  async #admitted(params: CallParams, extra: RequestExtra): Promise<CallToolResult> {
+    const limiter = this.gateway.limiter;
+    if (limiter === undefined) return this.#call(params, extra);
+    let release: () => void;
+    try {
+      release = await limiter.acquire(extra.signal);
+    } catch (error) {
+      return toolError(`Tool "${params.name}" was not run: ${messageOf(error)}`);
+    }
+    try {
+      return await this.#call(params, extra);
+    } finally {
+      release();
+    }
+  }
+
+  async #call(params: CallParams, extra: RequestExtra): Promise<CallToolResult> {
+    const turn = this.#turn;
+    if (turn === undefined) throw new McpError(ErrorCode.InternalError, 'the session is not open');
+    const name = params.name;
+    const args = params.arguments ?? {};
+    const toolCallId = `mcp-${this.#connection}-${String(extra.requestId)}`;
+    const plan = this.gateway.plan;
+    const digest = plan.hasRules ? inputDigest(args) : undefined;
+    const call = plan.hasRules ? { args, argsDigest: digest } : {};
+    let decision: ToolDecision = await turn.request(name, toolCallId, undefined, call);
+    if (!decision.allowed && decision.reason.code === 'approval-required') {
+      decision = await this.#approve(turn, name, toolCallId, args, digest!, decision, extra);
+    }
+    if (!decision.allowed) return refused(name, decision);
+    const exposed = this.#tools.get(name);
+    if (exposed === undefined) {
+      // Allowed by the template but gone from the upstream since (it changed its tools).
+      turn.failed(toolCallId);
+      await this.#settle(turn);
+      return toolError(`Tool "${name}" was not run: the upstream no longer offers it.`);
+    }
+    let result: CallToolResult;
+    try {
+      const progressToken = extra._meta?.progressToken;
+      const { progressToken: _token, ...meta } = params._meta ?? {};
+      result = (await exposed.upstream.client.request(
+        {
+          method: 'tools/call',
+          params: {
+            name: upstreamName(exposed),
+            arguments: args,
+            ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}),
+          },
+        },
+        CallToolResultSchema,
+        {
+          signal: extra.signal,
+          timeout: this.gateway.callTimeoutMs,
+          resetTimeoutOnProgress: true,
+          ...(progressToken !== undefined
+            ? {
+                onprogress: (progress) =>
+                  void extra
+                    .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+                    .catch(() => undefined),
+              }
+            : {}),
+        },
+      )) as CallToolResult;
+    } catch (error) {
+      // Crashed, hung past the bound, answered garbage, or the client cancelled: nothing is
+      // recorded and the reservation is released.
+      turn.failed(toolCallId);
+      await this.#settle(turn);
+      return toolError(`Tool "${name}" failed at the upstream MCP server: ${messageOf(error)}`);
+    }
+    // A tool error result is a tool that failed: released, not recorded, as a tool that throws.
+    if (result.isError === true) turn.failed(toolCallId);
+    else turn.completed(toolCallId);
+    await this.#settle(turn);
+    return result;
+  }
+
+  /** Writes the call's completion or release, then announces a changed tool list. */
+  async #settle(turn: Turn): Promise<void> {
+    let state: OrchestrationState | undefined;
+    try {
+      state = await turn.flush();
+    } catch (error) {
+      // The call already ran: its result still goes to the client; the turn keeps the write
+      // for the next one and the lease bounds it.
+      this.gateway.reportError(error);
+      return;
+    }
+    if (state !== undefined) await this.#announce(state);
+  }
+
+  /**
+   * An `approve` rule holds: a person is asked through MCP elicitation when the client can ask
+   * one; the answer counts only for this call, its input and the session now. Without
+   * elicitation the refusal stands (`approval-required`).
+   */
+  async #approve(
+    turn: Turn,
+    name: string,
+    toolCallId: string,
+    args: Record<string, unknown>,
+    digest: string,
+    refusal: Extract<ToolDecision, { allowed: false }>,
+    extra: RequestExtra,
+  ): Promise<ToolDecision> {
+    const server = this.#server;
+    if (refusal.reason.code !== 'approval-required') return refusal;
+    if (server?.getClientCapabilities()?.elicitation === undefined) return refusal;
+    turn.approvalRequested(name, toolCallId, digest, refusal.reason.rule);
+    await turn.flush();
+    let accepted = false;
+    try {
+      const answer = await server.elicitInput(
+        {
+          message: `Approve the call of "${name}" with ${JSON.stringify(args)}? ${refusal.reason.message}`,
+          requestedSchema: { type: 'object', properties: {} },
+        },
+        { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS },
+      );
+      accepted = answer.action === 'accept';
+    } catch (error) {
+      this.gateway.reportError(error);
+    }
+    if (!accepted) return refusal;
+    return turn.request(name, toolCallId, undefined, { args, argsDigest: digest, approved: true });
+  }
+
+  /** A request the gateway does not decide: to the upstream that serves it. */
+  async #passThrough(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
+    const upstream = this.#route(request);
+    if (upstream === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${request.method}`);
+    const progressToken = extra._meta?.progressToken;
+    return upstream.client.request(request, ResultSchema, {
+      signal: extra.signal,
+      timeout: this.gateway.callTimeoutMs,
+      resetTimeoutOnProgress: true,
+      ...(progressToken !== undefined
+        ? {
+            onprogress: (progress) =>
+              void extra
+                .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+                .catch(() => undefined),
+          }
+        : {}),
+    });
+  }
+
+  /** The upstream a passed-through request goes to: the only one, or the first that offers the feature. */
+  #route(request: Request): UpstreamConnection | undefined {
+    if (this.#upstreams.length === 1) return this.#upstreams[0];
+    const feature = request.method.split('/')[0];
+    return this.#upstreams.find((upstream) => {
+      const capabilities = upstream.client.getServerCapabilities() ?? {};
+      if (feature === 'resources') return capabilities.resources !== undefined;
+      if (feature === 'prompts') return capabilities.prompts !== undefined;
+      if (feature === 'completion') return capabilities.completions !== undefined;
+      if (feature === 'logging') return capabilities.logging !== undefined;
+      return false;
+    });
+  }
+
+  /** Ends the session: the downstream connection and the upstream ones. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#forget();
+    await Promise.allSettled([
+      ...this.#upstreams.map((upstream) => upstream.client.close()),
+      this.#server?.close() ?? this.#inner.close(),
+    ]);
+    this.#options.onClosed?.(this);
+  }
+}
+
+/** The params of a `tools/call` request. */
+interface CallParams {
+  name: string;
+  arguments?: Record<string, unknown> | undefined;
+  _meta?: Record<string, unknown> | undefined;
+}
+
+/** What the SDK passes a request handler (the parts the gateway reads). */
+interface RequestExtra {
+  readonly signal: AbortSignal;
+  readonly requestId: string | number;
+  readonly _meta?: { progressToken?: string | number | undefined } | undefined;
+  sendNotification(notification: { method: string; params?: Record<string, unknown> }): Promise<void>;
+}
+
+function toolError(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
+}
+
+/** A refused call's result: the reason the AI SDK loop gives, for the model to read. */
+function refused(name: string, decision: Extract<ToolDecision, { allowed: false }>): CallToolResult {
+  return {
+    ...toolError(rejectionMessage(name, decision.reason, decision.allowedTools)),
+    _meta: { 'baton/refusal': { code: decision.reason.code } },
+  };
+}
+
+/** Re-exported for the CLI. */
+export { QUALIFIER };
