@@ -1,0 +1,102 @@
+/**
+ * Ten concurrent `tools/call`s where the template allows one: exactly one reaches the upstream
+ * (the reference filesystem server; the disk counts the writes), on every store, and across two
+ * gateway processes sharing one Redis session.
+ */
+import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { validateTemplate } from '../src/core/validate-template.js';
+import { McpGateway } from '../src/mcp/gateway.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import {
+  connectStdio,
+  FILESYSTEM_SERVER,
+  type StdioGateway,
+  templateFile,
+  textOf,
+  workDir,
+} from './helpers/mcp-gateway.js';
+import { pingRedis, serviceAvailable } from './helpers/services.js';
+import { describeEachStore, REDIS_URL } from './helpers/store-kinds.js';
+
+const ONE_WRITE = {
+  id: 'one-write',
+  tools: ['write_file', 'list_directory'],
+  orchestration: {
+    steps: [],
+    rules: [{ tools: ['write_file'], limit: { max: 1, per: 'session' }, reason: 'One write per session' }],
+  },
+};
+
+/** Ten writes of ten different files at once through `client`. */
+function tenWrites(client: Client, dir: string, tag: string) {
+  return Promise.all(
+    Array.from({ length: 10 }, (_, i) =>
+      client.callTool({ name: 'write_file', arguments: { path: join(dir, `${tag}-${i}.txt`), content: `${i}` } }),
+    ),
+  );
+}
+
+describeEachStore('ten concurrent calls where one is allowed, in one gateway', (open) => {
+  it('runs exactly one at the upstream', async () => {
+    const parsed = validateTemplate(ONE_WRITE);
+    if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
+    const manager = createOrchestrationManager({ store: open() });
+    const dir = workDir();
+    const gateway = new McpGateway({
+      template: parsed.template,
+      upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+      manager,
+      upstreamStderr: 'ignore',
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await gateway.connect(serverSide, { sessionId: `concurrent-${randomUUID()}` });
+    const client = new Client({ name: 'test', version: '1' });
+    await client.connect(clientSide);
+    try {
+      const results = await tenWrites(client, dir, 'w');
+      expect(results.filter((result) => !result.isError)).toHaveLength(1);
+      for (const refused of results.filter((result) => result.isError))
+        expect(textOf(refused)).toMatch(/^Tool "write_file" was not run: /);
+      expect(readdirSync(dir)).toHaveLength(1);
+    } finally {
+      await client.close();
+      await gateway.close();
+    }
+  }, 60_000);
+});
+
+describe('ten concurrent calls on one session shared by two gateway processes through Redis', async () => {
+  const skip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
+  const gateways: StdioGateway[] = [];
+  afterAll(() => Promise.all(gateways.map((gateway) => gateway.close())));
+
+  it.skipIf(skip)(
+    'runs exactly one at the upstream',
+    async () => {
+      const dir = workDir();
+      const template = templateFile(ONE_WRITE);
+      const session = `mcp-shared-${randomUUID()}`;
+      const args = [template, '--store', REDIS_URL, '--session', session, '--', FILESYSTEM_SERVER, dir];
+      gateways.push(...(await Promise.all([connectStdio(args), connectStdio(args)])));
+      const [a, b] = gateways as [StdioGateway, StdioGateway];
+      const results = (await Promise.all([tenWrites(a.client, dir, 'a'), tenWrites(b.client, dir, 'b')])).flat();
+      expect(results.filter((result) => !result.isError)).toHaveLength(1);
+      expect(readdirSync(dir)).toHaveLength(1);
+      // Both processes see the one write: the next call is refused by the limit in either.
+      for (const gateway of [a, b]) {
+        const again = await gateway.client.callTool({
+          name: 'write_file',
+          arguments: { path: join(dir, 'late.txt'), content: '' },
+        });
+        expect(textOf(again)).toContain('One write per session');
+      }
+      expect(readdirSync(dir)).toHaveLength(1);
+    },
+    90_000,
+  );
+});
