@@ -33,6 +33,7 @@ import {
   ListToolsRequestSchema,
   McpError,
   type Notification,
+  type Progress,
   type Request,
   ResultSchema,
   type ServerCapabilities,
@@ -273,6 +274,8 @@ export class GatewaySession {
   #queue: { message: JSONRPCMessage; extra: unknown }[] = [];
   #opening: Promise<void> | undefined;
   #closed = false;
+  /** Calls running now: a closing session waits for them to be released. */
+  readonly #running = new Set<Promise<unknown>>();
 
   constructor(gateway: McpGateway, transport: Transport, options: GatewaySessionOptions, forget: () => void) {
     this.gateway = gateway;
@@ -432,7 +435,12 @@ export class GatewaySession {
       this.#advertised = allowed.join('\n');
       return { tools: allowed.map((name) => this.#tools.get(name)!.tool) };
     });
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => this.#admitted(request.params, extra));
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+      const call = this.#admitted(request.params, extra);
+      this.#running.add(call);
+      void call.finally(() => this.#running.delete(call)).catch(() => undefined);
+      return call;
+    });
     // Everything else goes to the upstream that serves it.
     server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
   }
@@ -507,8 +515,8 @@ export class GatewaySession {
       return toolError(`Tool "${name}" was not run: the upstream no longer offers it.`);
     }
     let result: CallToolResult;
+    const progress = progressRelay(extra);
     try {
-      const progressToken = extra._meta?.progressToken;
       const { progressToken: _token, ...meta } = params._meta ?? {};
       result = (await exposed.upstream.client.request(
         {
@@ -524,16 +532,10 @@ export class GatewaySession {
           signal: extra.signal,
           timeout: this.gateway.callTimeoutMs,
           resetTimeoutOnProgress: true,
-          ...(progressToken !== undefined
-            ? {
-                onprogress: (progress) =>
-                  void extra
-                    .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
-                    .catch(() => undefined),
-              }
-            : {}),
+          ...progress.options,
         },
       )) as CallToolResult;
+      await progress.sent();
     } catch (error) {
       // Crashed, hung past the bound, answered garbage, or the client cancelled: nothing is
       // recorded and the reservation is released.
@@ -602,20 +604,15 @@ export class GatewaySession {
   async #passThrough(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
     const upstream = this.#route(request);
     if (upstream === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${request.method}`);
-    const progressToken = extra._meta?.progressToken;
-    return upstream.client.request(request, ResultSchema, {
+    const progress = progressRelay(extra);
+    const result = await upstream.client.request(request, ResultSchema, {
       signal: extra.signal,
       timeout: this.gateway.callTimeoutMs,
       resetTimeoutOnProgress: true,
-      ...(progressToken !== undefined
-        ? {
-            onprogress: (progress) =>
-              void extra
-                .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
-                .catch(() => undefined),
-          }
-        : {}),
+      ...progress.options,
     });
+    await progress.sent();
+    return result;
   }
 
   /** The upstream a passed-through request goes to: the only one, or the first that offers the feature. */
@@ -637,10 +634,11 @@ export class GatewaySession {
     if (this.#closed) return;
     this.#closed = true;
     this.#forget();
-    await Promise.allSettled([
-      ...this.#upstreams.map((upstream) => upstream.client.close()),
-      this.#server?.close() ?? this.#inner.close(),
-    ]);
+    // Closing the upstreams ends the calls running there; each is then released in the store
+    // (not left to its lease) before the session lets go.
+    await Promise.allSettled(this.#upstreams.map((upstream) => upstream.client.close()));
+    await Promise.allSettled([...this.#running]);
+    await (this.#server?.close() ?? this.#inner.close()).catch(() => undefined);
     this.#options.onClosed?.(this);
   }
 }
@@ -658,6 +656,31 @@ interface RequestExtra {
   readonly requestId: string | number;
   readonly _meta?: { progressToken?: string | number | undefined } | undefined;
   sendNotification(notification: { method: string; params?: Record<string, unknown> }): Promise<void>;
+}
+
+/**
+ * Passes the upstream's progress of a request on to the client under the client's own token, in
+ * order, and before the result (a client drops progress that comes after its result).
+ */
+function progressRelay(extra: RequestExtra): {
+  options: { onprogress?: (progress: Progress) => void };
+  sent(): Promise<void>;
+} {
+  const progressToken = extra._meta?.progressToken;
+  let chain = Promise.resolve();
+  if (progressToken === undefined) return { options: {}, sent: () => chain };
+  return {
+    options: {
+      onprogress: (progress) => {
+        chain = chain
+          .then(() =>
+            extra.sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } }),
+          )
+          .catch(() => undefined);
+      },
+    },
+    sent: () => chain,
+  };
 }
 
 function toolError(text: string): CallToolResult {

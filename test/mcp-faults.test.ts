@@ -1,0 +1,117 @@
+/**
+ * An upstream that crashes, hangs or answers garbage, and a client that cancels or disconnects
+ * mid-call: the client gets a clear error within a bound, the reservation is released, and the
+ * gateway keeps serving. The upstream is a small SDK server (test/fixtures/mcp-faulty-upstream.ts)
+ * that writes every call it starts to a file: what reached it is counted there.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { connectStdio, ROOT, type StdioGateway, templateFile, textOf, workDir } from './helpers/mcp-gateway.js';
+
+const FAULTY = ['--', process.execPath, '--import', 'tsx', join(ROOT, 'test/fixtures/mcp-faulty-upstream.ts')];
+/** One call may complete per session: a call whose reservation was not released blocks the next. */
+const ONE_CALL = templateFile({
+  id: 'faulty',
+  tools: ['ok', 'crash', 'hang', 'garbage', 'slow'],
+  orchestration: {
+    steps: [],
+    rules: [{ tools: ['*'], limit: { max: 1, per: 'session' }, reason: 'One call per session' }],
+  },
+});
+
+describe('a faulty upstream', () => {
+  const gateways: StdioGateway[] = [];
+  afterEach(async () => {
+    await Promise.all(gateways.map((gateway) => gateway.close()));
+    gateways.length = 0;
+  });
+
+  const start = async (timeoutMs: number, extra: readonly string[] = [], calls = join(workDir(), 'calls.txt')) => {
+    const gateway = await connectStdio([ONE_CALL, '--call-timeout', String(timeoutMs), ...extra, ...FAULTY], {
+      env: { CALLS_FILE: calls },
+    });
+    gateways.push(gateway);
+    return {
+      client: gateway.client,
+      gateway,
+      calls: () => (existsSync(calls) ? readFileSync(calls, 'utf8').split('\n').filter(Boolean) : []),
+    };
+  };
+
+  it('that hangs or answers garbage: a clear error within the bound, the reservation released', async () => {
+    const { client, calls } = await start(1_000);
+    const began = Date.now();
+    const hung = await client.callTool({ name: 'hang', arguments: {} });
+    expect(Date.now() - began).toBeLessThan(5_000);
+    expect(hung.isError).toBe(true);
+    expect(textOf(hung)).toMatch(/^Tool "hang" failed at the upstream MCP server: .*timed out/i);
+    const garbage = await client.callTool({ name: 'garbage', arguments: {} });
+    expect(garbage.isError).toBe(true);
+    expect(textOf(garbage)).toMatch(/^Tool "garbage" failed at the upstream MCP server: /);
+    // Both were released, so the one call of the session is still free; then the limit holds.
+    expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toBe('ok');
+    expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toContain('One call per session');
+    expect(calls()).toEqual(['hang', 'garbage', 'ok']);
+  }, 60_000);
+
+  it('that crashes: a clear error, and the gateway keeps answering', async () => {
+    const { client, calls } = await start(5_000);
+    const crashed = await client.callTool({ name: 'crash', arguments: {} });
+    expect(crashed.isError).toBe(true);
+    expect(textOf(crashed)).toMatch(/^Tool "crash" failed at the upstream MCP server: /);
+    await client.ping();
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
+      'ok',
+      'crash',
+      'hang',
+      'garbage',
+      'slow',
+    ]);
+    const after = await client.callTool({ name: 'ok', arguments: {} });
+    expect(after.isError).toBe(true);
+    expect(textOf(after)).toMatch(/^Tool "ok" failed at the upstream MCP server: /);
+    expect(calls()).toEqual(['crash']);
+  }, 60_000);
+
+  it('passes progress through, and a cancelled call releases its reservation', async () => {
+    const { client, calls } = await start(10_000);
+    const progress: number[] = [];
+    const done = await client.callTool({ name: 'slow', arguments: { ms: 400 } }, undefined, {
+      onprogress: (p) => progress.push(p.progress),
+    });
+    expect(textOf(done)).toBe('slow done');
+    expect(progress).toEqual([1, 2, 3, 4]);
+    // The session's one call is spent: a second one is refused.
+    expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toContain('One call per session');
+
+    const fresh = await start(10_000);
+    const abort = new AbortController();
+    const cancelled = fresh.client.callTool({ name: 'slow', arguments: { ms: 4_000 } }, undefined, {
+      signal: abort.signal,
+    });
+    await expect.poll(() => fresh.calls()).toEqual(['slow']);
+    abort.abort('changed my mind');
+    await expect(cancelled).rejects.toThrow();
+    // Released: the session's one call is free again.
+    await expect
+      .poll(async () => textOf(await fresh.client.callTool({ name: 'ok', arguments: {} })), { timeout: 5_000 })
+      .toBe('ok');
+    expect(calls()).toEqual(['slow']);
+  }, 60_000);
+
+  it('a client that disconnects mid-call: its reservation is released at once, not after the lease', async () => {
+    const dir = workDir();
+    const calls = join(dir, 'calls.txt');
+    const shared = ['--store', `sqlite:${join(dir, 'state.db')}`, '--session', 'left-mid-call', '--lease', '60000'];
+    const first = await start(30_000, shared, calls);
+    const running = first.client.callTool({ name: 'slow', arguments: { ms: 20_000 } }).catch(() => undefined);
+    await expect.poll(() => first.calls()).toEqual(['slow']);
+    await first.gateway.transport.close(); // the client goes away: the gateway's stdin ends
+    await running;
+    const second = await start(30_000, shared, calls);
+    await expect
+      .poll(async () => textOf(await second.client.callTool({ name: 'ok', arguments: {} })), { timeout: 10_000 })
+      .toBe('ok');
+  }, 60_000);
+});
