@@ -81,7 +81,9 @@ describe('a faulty upstream', () => {
       onprogress: (p) => progress.push(p.progress),
     });
     expect(textOf(done)).toBe('slow done');
-    expect(progress).toEqual([1, 2, 3, 4]);
+    // The SDK's client may drop the one that arrives with the result (see mcp-everything.test.ts).
+    expect(progress.length).toBeGreaterThanOrEqual(3);
+    expect(progress).toEqual([1, 2, 3, 4].slice(0, progress.length));
     // The session's one call is spent: a second one is refused.
     expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toContain('One call per session');
 

@@ -507,10 +507,12 @@ export class GatewaySession {
       decision = await this.#approve(turn, name, toolCallId, args, digest!, decision, extra);
     }
     if (!decision.allowed) return refused(name, decision);
+    // The id the call was reserved under (an approved call has one of its own).
+    const reserved = decision.toolCallId;
     const exposed = this.#tools.get(name);
     if (exposed === undefined) {
       // Allowed by the template but gone from the upstream since (it changed its tools).
-      turn.failed(toolCallId);
+      turn.failed(reserved);
       await this.#settle(turn);
       return toolError(`Tool "${name}" was not run: the upstream no longer offers it.`);
     }
@@ -539,13 +541,13 @@ export class GatewaySession {
     } catch (error) {
       // Crashed, hung past the bound, answered garbage, or the client cancelled: nothing is
       // recorded and the reservation is released.
-      turn.failed(toolCallId);
+      turn.failed(reserved);
       await this.#settle(turn);
       return toolError(`Tool "${name}" failed at the upstream MCP server: ${messageOf(error)}`);
     }
     // A tool error result is a tool that failed: released, not recorded, as a tool that throws.
-    if (result.isError === true) turn.failed(toolCallId);
-    else turn.completed(toolCallId);
+    if (result.isError === true) turn.failed(reserved);
+    else turn.completed(reserved);
     await this.#settle(turn);
     return result;
   }
@@ -581,7 +583,10 @@ export class GatewaySession {
     const server = this.#server;
     if (refusal.reason.code !== 'approval-required') return refusal;
     if (server?.getClientCapabilities()?.elicitation === undefined) return refusal;
-    turn.approvalRequested(name, toolCallId, digest, refusal.reason.rule);
+    // The refused request's id is spent (a call id is decided once): the approval is asked, and
+    // the approved call requested, under an id of its own, which the approval is bound to.
+    const approvalId = `${toolCallId}-approved`;
+    turn.approvalRequested(name, approvalId, digest, refusal.reason.rule);
     await turn.flush();
     let accepted = false;
     try {
@@ -597,7 +602,7 @@ export class GatewaySession {
       this.gateway.reportError(error);
     }
     if (!accepted) return refusal;
-    return turn.request(name, toolCallId, undefined, { args, argsDigest: digest, approved: true });
+    return turn.request(name, approvalId, undefined, { args, argsDigest: digest, approved: true });
   }
 
   /** A request the gateway does not decide: to the upstream that serves it. */
@@ -669,6 +674,9 @@ function progressRelay(extra: RequestExtra): {
   const progressToken = extra._meta?.progressToken;
   let chain = Promise.resolve();
   if (progressToken === undefined) return { options: {}, sent: () => chain };
+  // The SDK handles a notification a microtask later than a response that came with it: one
+  // turn of the event loop lets the upstream's last progress reach the chain first.
+  const settled = () => new Promise<void>((resolve) => setImmediate(resolve)).then(() => chain);
   return {
     options: {
       onprogress: (progress) => {
@@ -679,7 +687,7 @@ function progressRelay(extra: RequestExtra): {
           .catch(() => undefined);
       },
     },
-    sent: () => chain,
+    sent: settled,
   };
 }
 
