@@ -273,3 +273,25 @@ describe('a hostile client', () => {
     await transport.close();
   });
 });
+
+describe('annotation selectors over upstream tools', () => {
+  it('offers what the upstream declares read-only, and refuses the rest', async () => {
+    const dir = workDir();
+    const template = templateFile({ id: 'readers', tools: ['@readOnly'], orchestration: { steps: [] } });
+    const gateway = await connectStdio([template, '--', FILESYSTEM_SERVER, dir]);
+    try {
+      const direct = await upstreamTools(dir);
+      const listed = (await gateway.client.listTools()).tools.map((tool) => tool.name);
+      expect(listed).toEqual(direct.filter((tool) => tool.annotations?.readOnlyHint === true).map((tool) => tool.name));
+      expect(listed).toContain('read_text_file');
+      const write = await gateway.client.callTool({
+        name: 'write_file',
+        arguments: { path: join(dir, 'x'), content: '' },
+      });
+      expect(write.isError).toBe(true);
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});

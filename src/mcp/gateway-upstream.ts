@@ -3,10 +3,10 @@
  * optional name), connecting to them with the MCP SDK's own client, and the names their tools get
  * downstream.
  *
- * Several upstreams qualify their tools as `name.tool`: the MCP SDK accepts tool names of
- * `A-Z a-z 0-9 _ - .` only (SEP-986 as shipped has no `/`), and upstream names may not contain a
- * dot, so the first dot always splits a qualified name unambiguously. A single upstream without a
- * name keeps its tools' own names.
+ * Several upstreams qualify their tools as `name__tool`, as `baton-agents/mcp`'s `mcpTools()`
+ * does: the MCP SDK accepts tool names of `A-Z a-z 0-9 _ - .` only (SEP-986 as shipped has no
+ * `/`), and model providers accept only `A-Z a-z 0-9 _ -`, so a client can hand the names to
+ * any model unchanged. A single upstream without a name keeps its tools' own names.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -19,11 +19,11 @@ export type UpstreamSpec =
   | { readonly name?: string | undefined; readonly command: string; readonly args: readonly string[] }
   | { readonly name?: string | undefined; readonly url: string };
 
-/** What an upstream name may be: letters, digits, `_` and `-` (no dot, which separates it from the tool). */
-const UPSTREAM_NAME = /^[A-Za-z0-9_-]{1,32}$/;
+/** What an upstream name may be (as `mcpTools()`'s server names): a letter or digit, then letters, digits, `_` and `-`. */
+const UPSTREAM_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/;
 
-/** The separator of server-qualified tool names (`github.create_issue`). */
-export const QUALIFIER = '.';
+/** The separator of server-qualified tool names (`github__create_issue`). */
+export const QUALIFIER = '__';
 
 /**
  * Parses the value of `--upstream`: `<url>`, `name=<url>` or `name=<command> [args...]` (a
@@ -36,7 +36,7 @@ export function parseUpstream(value: string): UpstreamSpec {
   if (name !== undefined && !UPSTREAM_NAME.test(name)) {
     throw new InvalidArgumentError(
       'upstream',
-      `upstream name "${name}" may contain only letters, digits, "_" and "-" (at most 32), so that "${name}${QUALIFIER}tool" is a valid MCP tool name`,
+      `upstream name "${name}" must start with a letter or digit and contain only letters, digits, "_" and "-" (at most 32), so that "${name}${QUALIFIER}tool" is a valid tool name`,
     );
   }
   if (target === '') throw new InvalidArgumentError('upstream', `"${value}" names no command or URL`);

@@ -45,12 +45,12 @@ import type { OrchestrationPlan } from '../core/compile.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createState, type OrchestrationState } from '../core/state.js';
+import { selectTools, type ToolAnnotations } from '../core/tool-annotations.js';
 import { type StepDecision, type ToolDecision, transition } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
 import { Turn } from '../orchestration/turn.js';
 import type { TurnLimiter } from '../server/turn-limiter.js';
-import { selectTools } from './gateway-select.js';
 import { messageDependencies } from './gateway-template.js';
 import {
   checkUpstreams,
@@ -112,7 +112,6 @@ export class McpGateway {
   readonly template: AgentTemplate;
   readonly upstreams: readonly UpstreamSpec[];
   readonly manager: OrchestrationManager;
-  readonly plan: OrchestrationPlan;
   readonly callTimeoutMs: number;
   /** The agent that gateway sessions belong to (the template's id). */
   readonly agentId: string | undefined;
@@ -130,7 +129,9 @@ export class McpGateway {
         `an MCP gateway sees tool calls but no conversation, so what waits for a user message would never happen; this template depends on one in: ${dependencies.join('; ')}. Use tool_used or custom conditions, or serve it with "baton serve"`,
       );
     }
-    this.plan = options.manager.plan(options.template);
+    // Compiled now, so a template the engine refuses fails at start (sessions compile it again
+    // with what their upstreams declare, for annotation selectors).
+    options.manager.plan(options.template);
     this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.agentId = options.template.id ?? options.template.agentId;
   }
@@ -153,7 +154,7 @@ export class McpGateway {
     const upstreams = await this.connectUpstreams({}, () => undefined);
     try {
       const tools = await this.listTools(upstreams);
-      const offered = selectTools(selection(this.template), declared(tools));
+      const offered = selectTools(this.template, declared(tools));
       const shown = new Set(offered);
       return { offered, hidden: [...tools.keys()].filter((name) => !shown.has(name)) };
     } finally {
@@ -239,12 +240,6 @@ export interface ExposedTool {
   readonly tool: Tool;
 }
 
-/** What of a template selects upstream tools. */
-function selection(template: AgentTemplate): Parameters<typeof selectTools>[0] {
-  const unlisted = (template.orchestration as { unlistedTools?: 'hidden' | 'allowed' } | undefined)?.unlistedTools;
-  return { tools: template.tools, orchestration: { unlistedTools: unlisted } };
-}
-
 function declared(tools: ReadonlyMap<string, ExposedTool>) {
   return [...tools.values()].map(({ name, tool }) => ({ name, annotations: tool.annotations }));
 }
@@ -268,6 +263,9 @@ export class GatewaySession {
   #upstreams: UpstreamConnection[] = [];
   #tools = new Map<string, ExposedTool>();
   #agentTools: readonly string[] = [];
+  /** The template compiled with what the upstream tools declare (annotation selectors). */
+  #plan: OrchestrationPlan | undefined;
+  #annotationsKey = '';
   #turn: Turn | undefined;
   /** The tools the client was last told of: a change is announced with `tools/list_changed`. */
   #advertised: string | undefined;
@@ -414,18 +412,29 @@ export class GatewaySession {
 
   async #refreshTools(): Promise<void> {
     this.#tools = await this.gateway.listTools(this.#upstreams);
-    const selected = selectTools(selection(this.gateway.template), declared(this.#tools));
-    if (this.#turn === undefined || selected.join('\n') !== this.#agentTools.join('\n')) {
+    const tools = declared(this.#tools);
+    const selected = selectTools(this.gateway.template, tools);
+    const annotations = new Map<string, ToolAnnotations>(tools.map((tool) => [tool.name, tool.annotations ?? {}]));
+    const key = JSON.stringify([...annotations]);
+    if (
+      this.#turn === undefined ||
+      selected.join('\n') !== this.#agentTools.join('\n') ||
+      key !== this.#annotationsKey
+    ) {
       this.#agentTools = selected;
+      this.#annotationsKey = key;
+
       // A new turn for the new tool list; calls running on the old one finish there.
       this.#turn = new Turn({
         manager: this.gateway.manager,
         config: this.gateway.template,
+        toolAnnotations: annotations,
         sessionId: this.sessionId,
         agentTools: selected,
         agentId: this.gateway.agentId,
         onError: (error) => this.gateway.reportError(error),
       });
+      this.#plan = this.#turn.plan;
     }
   }
 
@@ -458,7 +467,7 @@ export class GatewaySession {
 
   #allowedOn(state: OrchestrationState): readonly string[] {
     const result = transition(
-      this.gateway.plan,
+      this.#plan!,
       state,
       { type: 'step-started', agentTools: this.#agentTools },
       this.gateway.manager.transitionContext(undefined),
@@ -499,7 +508,7 @@ export class GatewaySession {
     const name = params.name;
     const args = params.arguments ?? {};
     const toolCallId = `mcp-${this.#connection}-${String(extra.requestId)}`;
-    const plan = this.gateway.plan;
+    const plan = turn.plan;
     const digest = plan.hasRules ? inputDigest(args) : undefined;
     const call = plan.hasRules ? { args, argsDigest: digest } : {};
     let decision: ToolDecision = await turn.request(name, toolCallId, undefined, call);
