@@ -10,11 +10,20 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { ToolSet } from 'ai';
+import { jsonSchema } from 'ai';
+import { type Context, Hono } from 'hono';
 import pino from 'pino';
 import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
+import { errorResponse, HttpError } from '../server/http-errors.js';
 import { apiKeyAuth, corsFor } from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
+
+function notFound(c: Context): Response {
+  const response = errorResponse(new HttpError('not-found', 'An MCP gateway has no chat API: call tools over /mcp.'));
+  return c.json(response.body, response.status);
+}
 
 /** Options of {@link serveHttp}. */
 export interface ServeHttpOptions extends McpGatewayOptions {
@@ -50,15 +59,30 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   const gateway = new McpGateway({ ...options, limiter });
   // Fail at start, not at the first client: the upstreams answer and the template selects from them.
   const probe = await gateway.probe();
-  const app = createApp({
-    agents: [options.template],
+  // The session routes explain a session by its agent: the template, its tools the upstream ones
+  // it selects, each a declaration without `execute` (nothing runs through the app; calls go
+  // through /mcp).
+  const declarations: ToolSet = {};
+  for (const tool of probe.offered) {
+    declarations[tool.name] = {
+      description: tool.description,
+      inputSchema: jsonSchema(tool.inputSchema as Parameters<typeof jsonSchema>[0]),
+    };
+  }
+  const api = createApp({
+    agents: [{ ...options.template, tools: probe.offered.map((tool) => tool.name) }],
     manager: options.manager,
     model: 'offline',
+    tools: declarations,
     corsOrigins: options.corsOrigins ?? [],
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
     logger: pino({ level: 'error' }, process.stderr),
     webRoot: false,
   });
+  const app = new Hono();
+  // A gateway serves MCP and the session routes, no chat: its sessions' turns are MCP calls.
+  app.all('/api/chat', notFound);
+  app.all('/api/chat/*', notFound);
   if (options.corsOrigins?.length) app.use('/mcp', corsFor(options.corsOrigins));
   if (options.apiKey) app.use('/mcp', apiKeyAuth(options.apiKey));
   const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
@@ -87,6 +111,7 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
     }
     return transport.handleRequest(c.req.raw);
   });
+  app.route('/', api);
 
   let resolveClosed: () => void = () => undefined;
   const closed = new Promise<void>((resolve) => {
@@ -101,6 +126,7 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   const close = () => {
     closing ??= (async () => {
       await gateway.close();
+      await api.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       resolveClosed();
     })();

@@ -150,13 +150,16 @@ export class McpGateway {
    * Connects to the upstreams once, lists their tools and lets go again: what a session would
    * offer (before any step applies) and what the template hides. For startup checks.
    */
-  async probe(): Promise<{ offered: string[]; hidden: string[] }> {
+  async probe(): Promise<{ offered: Tool[]; hidden: string[] }> {
     const upstreams = await this.connectUpstreams({}, () => undefined);
     try {
       const tools = await this.listTools(upstreams);
       const offered = selectTools(this.template, declared(tools));
       const shown = new Set(offered);
-      return { offered, hidden: [...tools.keys()].filter((name) => !shown.has(name)) };
+      return {
+        offered: offered.map((name) => tools.get(name)!.tool),
+        hidden: [...tools.keys()].filter((name) => !shown.has(name)),
+      };
     } finally {
       await Promise.allSettled(upstreams.map((upstream) => upstream.client.close()));
     }
@@ -329,7 +332,7 @@ export class GatewaySession {
   /** Connects the upstreams with the client's capabilities, then the downstream server. */
   async #open(capabilities: ClientCapabilities): Promise<void> {
     if (this.#inner.sessionId !== undefined && this.#options.sessionId === undefined)
-      this.sessionId = `mcp-${this.#inner.sessionId}`;
+      this.sessionId = this.#inner.sessionId; // over HTTP: the Mcp-Session-Id, for the session routes
     const forwarded: ClientCapabilities = {};
     if (capabilities.roots !== undefined) forwarded.roots = capabilities.roots;
     if (capabilities.sampling !== undefined) forwarded.sampling = capabilities.sampling;

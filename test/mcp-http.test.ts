@@ -1,0 +1,128 @@
+/**
+ * `baton mcp --http`: Streamable HTTP with `Mcp-Session-Id` sessions, each its own orchestration
+ * session, behind the API key of `baton serve`, and visible through its session routes.
+ */
+import { join } from 'node:path';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  EVERYTHING_SERVER,
+  FILESYSTEM_SERVER,
+  type HttpGatewayProcess,
+  ROOT,
+  startHttpGateway,
+  templateFile,
+  textOf,
+  workDir,
+} from './helpers/mcp-gateway.js';
+
+const EDITOR = join(ROOT, 'examples/mcp/careful-editor.json');
+const KEY = 'test-key-for-the-mcp-gateway';
+const auth = { authorization: `Bearer ${KEY}` };
+
+describe('baton mcp --http', () => {
+  let gateway: HttpGatewayProcess;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = workDir();
+    gateway = await startHttpGateway([EDITOR, '--http', '0', '--', FILESYSTEM_SERVER, dir], {
+      env: { BATON_API_KEY: KEY },
+    });
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('refuses a client without the API key', async () => {
+    await expect(gateway.connect()).rejects.toThrow(/401|unauthorized/i);
+    const response = await fetch(`${gateway.url}/api/sessions/anything`);
+    expect(response.status).toBe(401);
+  });
+
+  it('keeps one orchestration session per MCP session, and shows it through the session routes', async () => {
+    const a = await gateway.connect({ headers: auth });
+    const b = await gateway.connect({ headers: auth });
+    try {
+      expect((await a.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      expect(textOf(await a.callTool({ name: 'list_directory', arguments: { path: dir } }))).toBe('');
+      expect((await a.listTools()).tools.map((tool) => tool.name)).toContain('read_text_file');
+      // b is another MCP session: its sequence has not started.
+      expect((await b.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      const refused = await b.callTool({ name: 'read_text_file', arguments: { path: join(dir, 'x') } });
+      expect(textOf(refused)).toMatch(/^Tool "read_text_file" was not run: step "Look" expects list_directory next/);
+
+      const sessionId = (a.transport as StreamableHTTPClientTransport).sessionId!;
+      const session = await fetch(`${gateway.url}/api/sessions/${sessionId}`, { headers: auth });
+      expect(session.status).toBe(200);
+      const body = (await session.json()) as { agentId: string; state: { recentlyUsedTools: string[] } };
+      expect(body.agentId).toBe('careful-editor');
+      expect(JSON.stringify(body)).toContain('list_directory');
+      const events = await fetch(`${gateway.url}/api/sessions/${sessionId}/events`, { headers: auth });
+      expect(events.status).toBe(200);
+      expect(JSON.stringify(await events.json())).toContain('sequence-advanced');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('answers an unknown Mcp-Session-Id with 404', async () => {
+    const response = await fetch(`${gateway.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        ...auth,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': 'nope',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(response.status).toBe(404);
+  });
+});
+
+describe('several upstreams at once', () => {
+  let gateway: HttpGatewayProcess;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = workDir();
+    const template = templateFile({
+      id: 'two-servers',
+      tools: ['fs__list_directory', 'fs__read_text_file', 'everything__echo'],
+      orchestration: { steps: [] },
+    });
+    gateway = await startHttpGateway([
+      template,
+      '--http',
+      '0',
+      '--upstream',
+      `fs=${FILESYSTEM_SERVER} ${dir}`,
+      '--upstream',
+      `everything=${EVERYTHING_SERVER}`,
+    ]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('qualifies tools by server and refuses unqualified, hidden and other-server names', async () => {
+    const client = await gateway.connect();
+    try {
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
+        'fs__read_text_file',
+        'fs__list_directory',
+        'everything__echo',
+      ]);
+      expect(textOf(await client.callTool({ name: 'everything__echo', arguments: { message: 'hi' } }))).toBe(
+        'Echo: hi',
+      );
+      for (const name of ['echo', 'fs__echo', 'everything__read_text_file', 'fs__write_file', 'everything__get-env']) {
+        const refused = await client.callTool({ name, arguments: { message: 'x', path: join(dir, 'y'), content: '' } });
+        expect(refused.isError, name).toBe(true);
+        expect(textOf(refused), name).toMatch(new RegExp(`^Tool "${name}" was not run`));
+      }
+      // Passed through to the server that has them.
+      expect((await client.listPrompts()).prompts.length).toBeGreaterThan(0);
+    } finally {
+      await client.close();
+    }
+  });
+});
