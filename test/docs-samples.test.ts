@@ -314,10 +314,12 @@ describe('the code samples of README.md and docs/', () => {
       const wrong = commands.flatMap(({ where, command }) => {
         const call = /(?:\bnpm run baton --|\bnpx baton|^baton)\s+(\S+)(.*)$/.exec(command);
         if (!call) return [];
-        const [, name, rest] = call;
+        const [, name, line] = call;
         const known = options.get(name!);
         if (!known) return [`${where}: baton ${name} (no such command)`];
-        return [...rest!.matchAll(/(?:^|[\s[])(--?[a-zA-Z][\w-]*)/g)]
+        // After a lone `--` come another program's words (`baton mcp t.json -- npx -y server`).
+        const rest = line!.split(/\s--(?:\s|$)/)[0]!;
+        return [...rest.matchAll(/(?:^|[\s[])(--?[a-zA-Z][\w-]*)/g)]
           .map((match) => match[1]!)
           .filter((flag) => !known.has(flag))
           .map((flag) => `${where}: baton ${name} ${flag}`);
