@@ -126,3 +126,35 @@ describe('several upstreams at once', () => {
     }
   });
 });
+
+describe('sessions that clients leave open', () => {
+  let gateway: HttpGatewayProcess;
+
+  beforeAll(async () => {
+    gateway = await startHttpGateway([
+      EDITOR,
+      '--http',
+      '0',
+      '--session-idle',
+      '1000',
+      '--max-sessions',
+      '1',
+      '--',
+      FILESYSTEM_SERVER,
+      workDir(),
+    ]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('are bounded in number, and closed once idle', async () => {
+    const first = await gateway.connect();
+    await expect(gateway.connect()).rejects.toThrow(/503|MCP sessions are open/);
+    // Idle past --session-idle: closed (with its upstream), and its id is unknown from then on.
+    await new Promise((resolve) => setTimeout(resolve, 3_000)); // no request meanwhile: polling would keep it open
+    await expect(first.listTools()).rejects.toThrow(/404|not found/i);
+    const second = await gateway.connect();
+    expect((await second.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+    await second.close();
+    await first.close();
+  }, 30_000);
+});

@@ -37,6 +37,8 @@ interface McpFlags {
   callTimeout?: number;
   maxTurns?: number;
   maxQueuedTurns?: number;
+  sessionIdle?: number;
+  maxSessions?: number;
 }
 
 /** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
@@ -99,6 +101,17 @@ export function mcpCommand(context: CliContext): Command {
         '--max-queued-turns <n>',
         'with --http: tool calls that wait for a slot; more are refused (default 1024)',
       ).argParser(integer('--max-queued-turns', 0)),
+    )
+    .addOption(
+      new Option(
+        '--session-idle <ms>',
+        'with --http: close an MCP session (and its upstream connections) after this long without a request (default 1800000)',
+      ).argParser(integer('--session-idle', 1)),
+    )
+    .addOption(
+      new Option('--max-sessions <n>', 'with --http: most MCP sessions open at once (default 256)').argParser(
+        integer('--max-sessions', 1),
+      ),
     )
     .addHelpText(
       'after',
@@ -179,6 +192,8 @@ export function mcpCommand(context: CliContext): Command {
             ...(context.env.BATON_API_KEY ? { apiKey: context.env.BATON_API_KEY } : {}),
             ...(flags.maxTurns !== undefined ? { maxTurns: flags.maxTurns } : {}),
             ...(flags.maxQueuedTurns !== undefined ? { maxQueuedTurns: flags.maxQueuedTurns } : {}),
+            ...(flags.sessionIdle !== undefined ? { sessionIdleMs: flags.sessionIdle } : {}),
+            ...(flags.maxSessions !== undefined ? { maxSessions: flags.maxSessions } : {}),
             signal: context.signal,
             say,
           });

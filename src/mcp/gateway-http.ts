@@ -20,6 +20,11 @@ import { apiKeyAuth, corsFor } from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
 
+/** Default {@link ServeHttpOptions.sessionIdleMs}: 30 minutes. */
+export const DEFAULT_SESSION_IDLE_MS = 30 * 60_000;
+/** Default {@link ServeHttpOptions.maxSessions}. */
+export const DEFAULT_MAX_SESSIONS = 256;
+
 function notFound(c: Context): Response {
   const response = errorResponse(new HttpError('not-found', 'An MCP gateway has no chat API: call tools over /mcp.'));
   return c.json(response.body, response.status);
@@ -36,6 +41,13 @@ export interface ServeHttpOptions extends McpGatewayOptions {
   maxTurns?: number | undefined;
   /** Calls that wait for a slot; more are refused. */
   maxQueuedTurns?: number | undefined;
+  /**
+   * An MCP session without a request for this long is closed, with its upstream connections
+   * (default {@link DEFAULT_SESSION_IDLE_MS}): clients that never say goodbye do not pile up.
+   */
+  sessionIdleMs?: number | undefined;
+  /** Most MCP sessions open at once (default {@link DEFAULT_MAX_SESSIONS}); a new one beyond is a 503. */
+  maxSessions?: number | undefined;
   signal?: AbortSignal | undefined;
   /** Where lines for people go (stderr). */
   say: (line: string) => void;
@@ -86,12 +98,30 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   if (options.corsOrigins?.length) app.use('/mcp', corsFor(options.corsOrigins));
   if (options.apiKey) app.use('/mcp', apiKeyAuth(options.apiKey));
   const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  /** When each session was last asked something. */
+  const seen = new Map<WebStandardStreamableHTTPServerTransport, number>();
+  const idleMs = options.sessionIdleMs ?? DEFAULT_SESSION_IDLE_MS;
+  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+  const sweeper = setInterval(
+    () => {
+      const cutoff = Date.now() - idleMs;
+      for (const [transport, at] of seen) if (at < cutoff) void transport.close();
+    },
+    Math.max(1_000, Math.min(60_000, Math.floor(idleMs / 4))),
+  );
+  sweeper.unref();
   app.all('/mcp', async (c) => {
     const id = c.req.header('mcp-session-id');
     let transport = id === undefined ? undefined : transports.get(id);
     if (transport === undefined) {
       if (id !== undefined) {
         return c.json({ jsonrpc: '2.0', error: { code: -32001, message: `Session "${id}" not found` }, id: null }, 404);
+      }
+      if (gateway.sessions.size >= maxSessions) {
+        const response = errorResponse(
+          new HttpError('server-busy', `${maxSessions} MCP sessions are open (--max-sessions); try again later.`),
+        );
+        return c.json(response.body, response.status, response.headers);
       }
       const created = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
@@ -105,10 +135,12 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
       transport = created;
       await gateway.connect(created, {
         onClosed: () => {
+          seen.delete(created);
           if (created.sessionId !== undefined) transports.delete(created.sessionId);
         },
       });
     }
+    seen.set(transport, Date.now());
     return transport.handleRequest(c.req.raw);
   });
   app.route('/', api);
@@ -125,6 +157,7 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
+      clearInterval(sweeper);
       await gateway.close();
       await api.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));

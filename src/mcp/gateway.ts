@@ -37,6 +37,7 @@ import {
   type Request,
   ResultSchema,
   type ServerCapabilities,
+  SetLevelRequestSchema,
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -453,8 +454,12 @@ export class GatewaySession {
       void call.finally(() => this.#running.delete(call)).catch(() => undefined);
       return call;
     });
-    // Everything else goes to the upstream that serves it.
+    // Everything else goes to the upstream that serves it. The SDK's server answers
+    // logging/setLevel itself when it declares logging: here the upstreams must hear it.
     server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
+    if (this.#capabilities().logging !== undefined) {
+      server.setRequestHandler(SetLevelRequestSchema, (request, extra) => this.#setLevel(request, extra));
+    }
   }
 
   /**
@@ -575,7 +580,9 @@ export class GatewaySession {
       this.gateway.reportError(error);
       return;
     }
-    if (state !== undefined) await this.#announce(state);
+    // Announced once the session's calls have all settled: while some still run, the allowed set
+    // is what holds whichever way they end (narrower), and would flicker with every call.
+    if (state !== undefined && this.#running.size <= 1) await this.#announce(state);
   }
 
   /**
@@ -604,7 +611,7 @@ export class GatewaySession {
     try {
       const answer = await server.elicitInput(
         {
-          message: `Approve the call of "${name}" with ${JSON.stringify(args)}? ${refusal.reason.message}`,
+          message: `Approve the call of "${name}" with ${clip(JSON.stringify(args), 2_000)}? ${refusal.reason.message}`,
           requestedSchema: { type: 'object', properties: {} },
         },
         { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS },
@@ -615,6 +622,17 @@ export class GatewaySession {
     }
     if (!accepted) return refusal;
     return turn.request(name, approvalId, undefined, { args, argsDigest: digest, approved: true });
+  }
+
+  /** The client's log level goes to every upstream that logs. */
+  async #setLevel(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
+    const logging = this.#upstreams.filter((upstream) => upstream.client.getServerCapabilities()?.logging);
+    await Promise.all(
+      logging.map((upstream) =>
+        upstream.client.request(request, ResultSchema, { signal: extra.signal, timeout: this.gateway.callTimeoutMs }),
+      ),
+    );
+    return {};
   }
 
   /** A request the gateway does not decide: to the upstream that serves it. */
@@ -701,6 +719,11 @@ function progressRelay(extra: RequestExtra): {
     },
     sent: settled,
   };
+}
+
+/** `text`, cut to `max` characters with an ellipsis. */
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
 }
 
 function toolError(text: string): CallToolResult {
