@@ -295,3 +295,50 @@ describe('annotation selectors over upstream tools', () => {
     }
   }, 60_000);
 });
+
+describe('calls racing a step change', () => {
+  it('never run a write once the step that forbids it is decided: every refused write left no file', async () => {
+    const dir = workDir();
+    writeFileSync(join(dir, 'lock.txt'), 'locked');
+    // Drafting allows writes; reading lock.txt switches to Locked, where writing is not allowed.
+    const template = templateFile({
+      id: 'race',
+      tools: ['write_file', 'read_text_file'],
+      orchestration: {
+        steps: [
+          { name: 'Draft', isDefault: true, availableTools: { allowed: ['write_file', 'read_text_file'] } },
+          {
+            name: 'Locked',
+            conditions: [{ type: 'tool_used', value: 'read_text_file' }],
+            availableTools: { allowed: ['read_text_file'] },
+          },
+        ],
+      },
+    });
+    const gateway = await connectStdio([template, '--', FILESYSTEM_SERVER, dir]);
+    try {
+      const write = (i: number) =>
+        gateway.client.callTool({ name: 'write_file', arguments: { path: join(dir, `w${i}.txt`), content: `${i}` } });
+      const calls = [
+        ...[0, 1, 2].map(write),
+        gateway.client.callTool({ name: 'read_text_file', arguments: { path: join(dir, 'lock.txt') } }),
+        ...[3, 4, 5, 6, 7, 8].map(write),
+      ];
+      const results = await Promise.all(calls);
+      const writes = results.filter((_, i) => i !== 3);
+      // writes[i] wrote w<i>.txt (the read was calls[3]).
+      const ran = writes.flatMap((result, i) => (result.isError ? [] : [`w${i}.txt`]));
+      for (const result of writes.filter((r) => r.isError))
+        expect(textOf(result)).toMatch(/^Tool "write_file" was not run: /);
+      // The disk holds exactly the writes that were allowed: a refused one never reached the server.
+      const written = readdirSync(dir).filter((name) => name !== 'lock.txt');
+      expect(written.sort()).toEqual(ran.sort());
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['read_text_file']);
+      const late = await write(99);
+      expect(textOf(late)).toContain('step "Locked" allows only read_text_file');
+      expect(existsSync(join(dir, 'w99.txt'))).toBe(false);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});

@@ -2,10 +2,12 @@
  * `baton mcp --http`: Streamable HTTP with `Mcp-Session-Id` sessions, each its own orchestration
  * session, behind the API key of `baton serve`, and visible through its session routes.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  connectStdio,
   EVERYTHING_SERVER,
   FILESYSTEM_SERVER,
   type HttpGatewayProcess,
@@ -157,4 +159,33 @@ describe('sessions that clients leave open', () => {
     await second.close();
     await first.close();
   }, 30_000);
+});
+
+describe('an upstream over Streamable HTTP', () => {
+  let front: HttpGatewayProcess;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = workDir();
+    // The upstream is itself served over HTTP: a gateway that lets every filesystem tool through.
+    const open = templateFile({ id: 'open', tools: ['*'], orchestration: { steps: [] } });
+    front = await startHttpGateway([open, '--http', '0', '--', FILESYSTEM_SERVER, dir]);
+  }, 60_000);
+  afterAll(() => front?.stop());
+
+  it('is reached with --upstream <url>, and the policy in front still decides', async () => {
+    const gateway = await connectStdio([EDITOR, '--upstream', `${front.url}/mcp`]);
+    try {
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      const refused = await gateway.client.callTool({
+        name: 'write_file',
+        arguments: { path: join(dir, 'x.txt'), content: 'x' },
+      });
+      expect(refused.isError).toBe(true);
+      expect(existsSync(join(dir, 'x.txt'))).toBe(false);
+      expect(textOf(await gateway.client.callTool({ name: 'list_directory', arguments: { path: dir } }))).toBe('');
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
 });
