@@ -8,6 +8,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { BatonError } from '../core/errors.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { DEFAULT_EVENT_LOG } from '../server/create-app.js';
+import { loadOptionalDependency } from '../stores/optional-dependency.js';
 import { redact, storeUrlProblem } from '../stores/resolve-store.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
@@ -130,16 +131,14 @@ export function mcpCommand(context: CliContext): Command {
           `${templatePath} is not a valid template:\n${read.issues.map((issue) => `  ${issue.line ? `${issue.line}:${issue.column} ` : ''}${issue.message}`).join('\n')}`,
         );
       }
-      let gatewayModule: typeof import('../mcp/gateway.js');
-      let upstreamModule: typeof import('../mcp/gateway-upstream.js');
       try {
-        gatewayModule = await import('../mcp/gateway.js');
-        upstreamModule = await import('../mcp/gateway-upstream.js');
+        // An optional peer: a missing one is said with the command that installs it.
+        loadOptionalDependency('@modelcontextprotocol/sdk', 'The MCP gateway (baton mcp)');
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND')
-          return fail('the MCP gateway needs the MCP SDK: npm install @modelcontextprotocol/sdk@^1');
-        throw error;
+        return fail((error as Error).message);
       }
+      const gatewayModule = await import('../mcp/gateway.js');
+      const upstreamModule = await import('../mcp/gateway-upstream.js');
       let upstreams: import('../mcp/gateway-upstream.js').UpstreamSpec[];
       try {
         upstreams = flags.upstream.map(upstreamModule.parseUpstream);
