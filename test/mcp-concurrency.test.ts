@@ -8,6 +8,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { validateTemplate } from '../src/core/validate-template.js';
 import { McpGateway } from '../src/mcp/gateway.js';
@@ -98,5 +99,48 @@ describe('ten concurrent calls on one session shared by two gateway processes th
       expect(readdirSync(dir)).toHaveLength(1);
     },
     90_000,
+  );
+});
+
+describe('a change made by another gateway process on the shared session', async () => {
+  const skip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
+  const gateways: StdioGateway[] = [];
+  afterAll(() => Promise.all(gateways.map((gateway) => gateway.close())));
+
+  it.skipIf(skip)(
+    'is announced to a client of the other process with --watch',
+    async () => {
+      const dir = workDir();
+      const template = templateFile({
+        id: 'watched',
+        tools: ['list_directory', 'write_file'],
+        orchestration: {
+          steps: [
+            {
+              name: 'First',
+              isDefault: true,
+              sequence: ['list_directory'],
+              availableTools: { allowed: ['list_directory', 'write_file'] },
+            },
+          ],
+        },
+      });
+      const args = [template, '--store', REDIS_URL, '--session', `mcp-watched-${randomUUID()}`];
+      const a = await connectStdio([...args, '--', FILESYSTEM_SERVER, dir]);
+      gateways.push(a);
+      let changed = 0;
+      const b = await connectStdio([...args, '--watch', '200', '--', FILESYSTEM_SERVER, dir], {
+        onClient: (client) =>
+          client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+            changed++;
+          }),
+      });
+      gateways.push(b);
+      expect((await b.client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      await a.client.callTool({ name: 'list_directory', arguments: { path: dir } });
+      await expect.poll(() => changed, { timeout: 5_000 }).toBe(1);
+      expect((await b.client.listTools()).tools.map((tool) => tool.name)).toEqual(['write_file', 'list_directory']);
+    },
+    60_000,
   );
 });

@@ -5,10 +5,9 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { BatonError } from '../core/errors.js';
+import { BatonError, MissingDependencyError } from '../core/errors.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { DEFAULT_EVENT_LOG } from '../server/create-app.js';
-import { loadOptionalDependency } from '../stores/optional-dependency.js';
 import { redact, storeUrlProblem } from '../stores/resolve-store.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
@@ -39,6 +38,7 @@ interface McpFlags {
   maxTurns?: number;
   maxQueuedTurns?: number;
   sessionIdle?: number;
+  watch?: number;
   maxSessions?: number;
 }
 
@@ -105,6 +105,12 @@ export function mcpCommand(context: CliContext): Command {
     )
     .addOption(
       new Option(
+        '--watch <ms>',
+        're-read each session this often and tell the client when its tools changed elsewhere (another gateway on a shared --session, a reset over HTTP); default off',
+      ).argParser(integer('--watch', 1)),
+    )
+    .addOption(
+      new Option(
         '--session-idle <ms>',
         'with --http: close an MCP session (and its upstream connections) after this long without a request (default 1800000)',
       ).argParser(integer('--session-idle', 1)),
@@ -132,10 +138,12 @@ export function mcpCommand(context: CliContext): Command {
         );
       }
       try {
-        // An optional peer: a missing one is said with the command that installs it.
-        loadOptionalDependency('@modelcontextprotocol/sdk', 'The MCP gateway (baton mcp)');
+        // An optional peer (it has no root module, so one of its own is loaded to find it): a
+        // missing one is said with the command that installs it, as for the stores.
+        await import('@modelcontextprotocol/sdk/types.js');
       } catch (error) {
-        return fail((error as Error).message);
+        if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+        return fail(new MissingDependencyError('@modelcontextprotocol/sdk', 'The MCP gateway (baton mcp)').message);
       }
       const gatewayModule = await import('../mcp/gateway.js');
       const upstreamModule = await import('../mcp/gateway-upstream.js');
@@ -163,6 +171,7 @@ export function mcpCommand(context: CliContext): Command {
         upstreams,
         manager,
         callTimeoutMs: flags.callTimeout,
+        watchMs: flags.watch,
         env: context.env,
         version: '0.1.0',
         onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),

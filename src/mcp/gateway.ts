@@ -78,6 +78,12 @@ export interface McpGatewayOptions {
   manager: OrchestrationManager;
   /** Bound of one upstream request in ms (default {@link DEFAULT_CALL_TIMEOUT_MS}); progress restarts it. */
   callTimeoutMs?: number | undefined;
+  /**
+   * Re-read each session this often (ms) and announce a changed tool list: for changes other
+   * processes make to a shared session (another gateway on the same `--session`, a reset through
+   * the HTTP API). Default 0: only this session's own calls announce changes.
+   */
+  watchMs?: number | undefined;
   /** Environment of spawned upstreams (default: this process's). */
   env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Where spawned upstreams' stderr goes (default `inherit`). */
@@ -135,6 +141,11 @@ export class McpGateway {
     options.manager.plan(options.template);
     this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.agentId = options.template.id ?? options.template.agentId;
+  }
+
+  /** @internal */
+  get watchMs(): number {
+    return this.#options.watchMs ?? 0;
   }
 
   /** @internal */
@@ -278,6 +289,7 @@ export class GatewaySession {
   #closed = false;
   /** Calls running now: a closing session waits for them to be released. */
   readonly #running = new Set<Promise<unknown>>();
+  #watcher: ReturnType<typeof setInterval> | undefined;
 
   constructor(gateway: McpGateway, transport: Transport, options: GatewaySessionOptions, forget: () => void) {
     this.gateway = gateway;
@@ -372,7 +384,27 @@ export class GatewaySession {
     // The inner transport's close and errors stay with the session.
     this.#inner.onclose = () => void this.close();
     this.#inner.onerror = (error) => this.gateway.reportError(error);
-    server.oninitialized = () => this.#options.onReady?.(this);
+    server.oninitialized = () => {
+      this.#watch();
+      this.#options.onReady?.(this);
+    };
+  }
+
+  /** Polls the store for changes made elsewhere (see {@link McpGatewayOptions.watchMs}). */
+  #watch(): void {
+    const every = this.gateway.watchMs;
+    if (every <= 0) return;
+    let busy = false;
+    this.#watcher = setInterval(() => {
+      if (busy || this.#running.size > 0) return;
+      busy = true;
+      this.#announce()
+        .catch((error: unknown) => this.gateway.reportError(error))
+        .finally(() => {
+          busy = false;
+        });
+    }, every);
+    this.#watcher.unref?.();
   }
 
   /** Handlers of what the upstream sends: requests go to the client, notifications are passed on. */
@@ -668,6 +700,7 @@ export class GatewaySession {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#watcher !== undefined) clearInterval(this.#watcher);
     this.#forget();
     // Closing the upstreams ends the calls running there; each is then released in the store
     // (not left to its lease) before the session lets go.
