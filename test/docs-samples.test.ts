@@ -19,9 +19,21 @@
  * sample). Blocks without a language are output, not code.
  */
 import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProgram } from '../src/cli/program.js';
 import { freePort } from './helpers/free-port.js';
@@ -342,6 +354,34 @@ describe('the code samples of README.md and docs/', () => {
         expect(run.status, `${where}: ${command}\n${output(run)}`).toBe(0);
       }
     });
+
+    it('run: baton mcp on this repository’s templates, in front of the server the line names', async () => {
+      const runs = commands.filter(({ command }) => /^npm run baton -- mcp \S+ -- /.test(command));
+      expect(runs.length).toBeGreaterThan(0);
+      for (const { where, command } of runs) {
+        const [template, upstream] = command.replace('npm run baton -- mcp ', '').split(' -- ') as [string, string];
+        // The line's own upstream command, run as written (npx finds the devDependency), on a
+        // scratch folder in place of the line's.
+        const words = upstream
+          .split(/\s+/)
+          .map((word) => (word.startsWith('/tmp/') ? mkdtempSync(join(tmpdir(), 'baton-docs-')) : word));
+        const client = new Client({ name: 'docs-samples', version: '1' });
+        await client.connect(
+          new StdioClientTransport({
+            command: process.execPath,
+            args: ['--import', 'tsx', join(ROOT, 'src/cli/index.ts'), 'mcp', template, '--', ...words],
+            cwd: ROOT,
+            stderr: 'ignore',
+          }),
+        );
+        try {
+          const { tools } = await client.listTools();
+          expect(tools.length, `${where}: ${command}`).toBeGreaterThan(0);
+        } finally {
+          await client.close();
+        }
+      }
+    }, 120_000);
 
     it('run: curl against baton serve examples/agents with the offline model', async () => {
       const curls = commands.filter(({ command }) => /^curl /.test(command));
