@@ -116,4 +116,16 @@ describe('a faulty upstream', () => {
       .poll(async () => textOf(await second.client.callTool({ name: 'ok', arguments: {} })), { timeout: 10_000 })
       .toBe('ok');
   }, 60_000);
+
+  it('a call slower than its lease keeps its place: the lease is renewed while the upstream works', async () => {
+    const { client, calls } = await start(30_000, ['--lease', '400']);
+    const slow = client.callTool({ name: 'slow', arguments: { ms: 2_000 } });
+    await expect.poll(() => calls()).toEqual(['slow']);
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // 2.5 leases into the call
+    // The running call still holds the session's one call: another is refused, and never sent.
+    expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toContain('was not run');
+    expect(textOf(await slow)).toBe('slow done');
+    expect(textOf(await client.callTool({ name: 'ok', arguments: {} }))).toContain('One call per session');
+    expect(calls()).toEqual(['slow']);
+  }, 60_000);
 });

@@ -65,6 +65,8 @@ import {
 
 /** Default bound of one upstream call (ms); progress notifications restart it. */
 export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** Messages a session holds while its upstreams connect (what a client sends before `initialize` completes). */
+const MAX_QUEUED_MESSAGES = 1_000;
 /** How long a person may take to answer an approval asked through MCP elicitation (ms). */
 export const APPROVAL_TIMEOUT_MS = 10 * 60_000;
 
@@ -308,6 +310,8 @@ export class GatewaySession {
   async start(): Promise<void> {
     this.#inner.onmessage = (message, extra) => {
       if (this.#server !== undefined && this.#queue.length === 0) return this.#deliver(message, extra);
+      // Until the client initializes, what it sends waits here; a client that floods instead is let go.
+      if (this.#queue.length >= MAX_QUEUED_MESSAGES) return void this.close();
       this.#queue.push({ message, extra });
       if (this.#opening === undefined && isInitializeRequest(message)) {
         this.#opening = this.#open(message.params.capabilities).then(
