@@ -189,3 +189,52 @@ describe('an upstream over Streamable HTTP', () => {
     }
   }, 60_000);
 });
+
+describe('a browser client on another origin', () => {
+  let gateway: HttpGatewayProcess;
+
+  beforeAll(async () => {
+    gateway = await startHttpGateway([
+      EDITOR,
+      '--http',
+      '0',
+      '--cors',
+      'https://app.example.com',
+      '--',
+      FILESYSTEM_SERVER,
+      workDir(),
+    ]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('may send and read the MCP session headers', async () => {
+    const preflight = await fetch(`${gateway.url}/mcp`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://app.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type, mcp-session-id, mcp-protocol-version',
+      },
+    });
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(preflight.headers.get('access-control-allow-headers')).toMatch(/mcp-session-id/);
+    const initialize = await fetch(`${gateway.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        origin: 'https://app.example.com',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } },
+      }),
+    });
+    expect(initialize.status).toBe(200);
+    expect(initialize.headers.get('access-control-expose-headers')).toMatch(/mcp-session-id/);
+    expect(initialize.headers.get('mcp-session-id')).toMatch(/^[0-9a-f-]{36}$/);
+    await initialize.body?.cancel();
+  });
+});

@@ -13,10 +13,11 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { ToolSet } from 'ai';
 import { jsonSchema } from 'ai';
 import { type Context, Hono } from 'hono';
+import { cors } from 'hono/cors';
 import pino from 'pino';
 import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
 import { errorResponse, HttpError } from '../server/http-errors.js';
-import { apiKeyAuth, corsFor } from '../server/middleware.js';
+import { apiKeyAuth } from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
 
@@ -95,7 +96,17 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   // A gateway serves MCP and the session routes, no chat: its sessions' turns are MCP calls.
   app.all('/api/chat', notFound);
   app.all('/api/chat/*', notFound);
-  if (options.corsOrigins?.length) app.use('/mcp', corsFor(options.corsOrigins));
+  if (options.corsOrigins?.length) {
+    // A browser client sends and reads the MCP session headers.
+    app.use(
+      '/mcp',
+      cors({
+        origin: [...options.corsOrigins],
+        allowHeaders: ['content-type', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'],
+        exposeHeaders: ['mcp-session-id'],
+      }),
+    );
+  }
   if (options.apiKey) app.use('/mcp', apiKeyAuth(options.apiKey));
   const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
   /** When each session was last asked something. */
