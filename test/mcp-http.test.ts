@@ -101,6 +101,8 @@ describe('several upstreams at once', () => {
       `fs=${FILESYSTEM_SERVER} ${dir}`,
       '--upstream',
       `everything=${EVERYTHING_SERVER}`,
+      '--upstream',
+      `more=${EVERYTHING_SERVER}`,
     ]);
   }, 60_000);
   afterAll(() => gateway?.stop());
@@ -121,8 +123,26 @@ describe('several upstreams at once', () => {
         expect(refused.isError, name).toBe(true);
         expect(textOf(refused), name).toMatch(new RegExp(`^Tool "${name}" was not run`));
       }
-      // Passed through to the server that has them.
-      expect((await client.listPrompts()).prompts.length).toBeGreaterThan(0);
+      // Prompts are qualified like tools, and each goes to its own server.
+      const prompts = (await client.listPrompts()).prompts.map((prompt) => prompt.name);
+      expect(prompts).toContain('everything__args-prompt');
+      expect(prompts).toContain('more__args-prompt');
+      expect(prompts.every((name) => /^(everything|more)__/.test(name))).toBe(true);
+      const prompt = await client.getPrompt({ name: 'more__args-prompt', arguments: { city: 'Oslo' } });
+      expect(JSON.stringify(prompt.messages)).toContain('Oslo');
+      await expect(client.getPrompt({ name: 'args-prompt', arguments: { city: 'Oslo' } })).rejects.toThrow(
+        /no upstream has it/,
+      );
+      const completion = await client.complete({
+        ref: { type: 'ref/prompt', name: 'everything__completable-prompt' },
+        argument: { name: 'department', value: 'Eng' },
+      });
+      expect(completion.completion.values).toContain('Engineering');
+      // Resources of both servers, each read from the one that listed it.
+      const { resources } = await client.listResources();
+      expect(resources.length).toBeGreaterThan(0);
+      const read = await client.readResource({ uri: resources[0]!.uri });
+      expect(read.contents[0]?.uri).toBe(resources[0]!.uri);
     } finally {
       await client.close();
     }

@@ -52,6 +52,7 @@ import type { OrchestrationManager } from '../orchestration/orchestration-manage
 import { rejectionMessage } from '../orchestration/rejection-message.js';
 import { Turn } from '../orchestration/turn.js';
 import type { TurnLimiter } from '../server/turn-limiter.js';
+import { routeMany } from './gateway-routing.js';
 import { messageDependencies } from './gateway-template.js';
 import {
   checkUpstreams,
@@ -292,6 +293,8 @@ export class GatewaySession {
   /** Calls running now: a closing session waits for them to be released. */
   readonly #running = new Set<Promise<unknown>>();
   #watcher: ReturnType<typeof setInterval> | undefined;
+  /** With several upstreams: which one listed each resource URI. */
+  readonly #resourceOwners = new Map<string, UpstreamConnection>();
 
   constructor(gateway: McpGateway, transport: Transport, options: GatewaySessionOptions, forget: () => void) {
     this.gateway = gateway;
@@ -673,31 +676,19 @@ export class GatewaySession {
 
   /** A request the gateway does not decide: to the upstream that serves it. */
   async #passThrough(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
-    const upstream = this.#route(request);
-    if (upstream === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${request.method}`);
-    const progress = progressRelay(extra);
-    const result = await upstream.client.request(request, ResultSchema, {
-      signal: extra.signal,
-      timeout: this.gateway.callTimeoutMs,
-      resetTimeoutOnProgress: true,
-      ...progress.options,
-    });
-    await progress.sent();
-    return result;
-  }
-
-  /** The upstream a passed-through request goes to: the only one, or the first that offers the feature. */
-  #route(request: Request): UpstreamConnection | undefined {
-    if (this.#upstreams.length === 1) return this.#upstreams[0];
-    const feature = request.method.split('/')[0];
-    return this.#upstreams.find((upstream) => {
-      const capabilities = upstream.client.getServerCapabilities() ?? {};
-      if (feature === 'resources') return capabilities.resources !== undefined;
-      if (feature === 'prompts') return capabilities.prompts !== undefined;
-      if (feature === 'completion') return capabilities.completions !== undefined;
-      if (feature === 'logging') return capabilities.logging !== undefined;
-      return false;
-    });
+    const send = async (upstream: UpstreamConnection, forwarded: Request) => {
+      const progress = progressRelay(extra);
+      const result = await upstream.client.request(forwarded, ResultSchema, {
+        signal: extra.signal,
+        timeout: this.gateway.callTimeoutMs,
+        resetTimeoutOnProgress: true,
+        ...progress.options,
+      });
+      await progress.sent();
+      return result;
+    };
+    if (this.#upstreams.length === 1) return send(this.#upstreams[0]!, request);
+    return routeMany(this.#upstreams, request, this.#resourceOwners, send);
   }
 
   /** Ends the session: the downstream connection and the upstream ones. */
