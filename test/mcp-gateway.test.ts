@@ -7,12 +7,16 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
   CallToolResultSchema,
   type JSONRPCMessage,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ToolRejectedError } from '../src/ai-sdk/orchestrate.js';
+import { McpGateway } from '../src/mcp/gateway.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import {
   CLI,
   connectStdio,
@@ -338,6 +342,38 @@ describe('calls racing a step change', () => {
       expect(textOf(late)).toContain('step "Locked" allows only read_text_file');
       expect(existsSync(join(dir, 'w99.txt'))).toBe(false);
     } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});
+
+describe('the reason a refused call gets', () => {
+  it('is the one explain() gives, in the AI SDK loop’s words', async () => {
+    const template = JSON.parse(readFileSync(EDITOR, 'utf8'));
+    const manager = createOrchestrationManager();
+    const dir = workDir();
+    const gateway = new McpGateway({
+      template,
+      upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+      manager,
+      upstreamStderr: 'ignore',
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const session = await gateway.connect(serverSide, { sessionId: 'explained' });
+    const client = new Client({ name: 'test', version: '1' });
+    await client.connect(clientSide);
+    try {
+      for (const tool of ['write_file', 'read_text_file', 'move_file']) {
+        const explanation = await manager.explain(template, undefined, 'explained', session.agentTools);
+        const judged = explanation.tools.find((entry) => entry.tool === tool);
+        const result = await client.callTool({ name: tool, arguments: { path: join(dir, 'x') } });
+        const expected = judged?.reason
+          ? new ToolRejectedError(tool, judged.reason, explanation.allowedTools).message
+          : `Tool "${tool}" was not run: "${tool}" is not one of the agent's tools. Allowed tools now: ${explanation.allowedTools.join(', ')}.`;
+        expect(textOf(result)).toBe(expected);
+      }
+    } finally {
+      await client.close();
       await gateway.close();
     }
   }, 60_000);
