@@ -3,8 +3,8 @@
  * `Mcp-Session-Id` sessions (the SDK's web-standard transport, mounted on a Hono app), one
  * gateway session per MCP session whose orchestration session has the same id. The app is
  * `createApp()`'s, so the API key, CORS, the session routes (`GET /api/sessions/:id`,
- * `/api/sessions/:id/events`) and the turn limiter's admission control are the ones
- * `baton serve` has.
+ * `/api/sessions/:id/events`), the inspector at `/` (when the package's web build is there) and
+ * the turn limiter's admission control are the ones `baton serve` has.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -90,7 +90,6 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
     corsOrigins: options.corsOrigins ?? [],
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
     logger: pino({ level: 'error' }, process.stderr),
-    webRoot: false,
   });
   const app = new Hono();
   // A gateway serves MCP and the session routes, no chat: its sessions' turns are MCP calls.

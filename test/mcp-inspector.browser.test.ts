@@ -1,0 +1,62 @@
+/**
+ * The inspector served by `baton mcp --http` opens an MCP session by its `Mcp-Session-Id`, like a
+ * chat session: its step, its recent tools and its timeline, in Chromium.
+ */
+import { join } from 'node:path';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  assertChromium,
+  browserTestsRun,
+  buildInspector,
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  collectErrors,
+} from './helpers/browser.js';
+import { FILESYSTEM_SERVER, type HttpGatewayProcess, ROOT, startHttpGateway, workDir } from './helpers/mcp-gateway.js';
+
+const runs = browserTestsRun('MCP inspector browser test');
+
+describe.runIf(runs)('the inspector of baton mcp --http', () => {
+  let gateway: HttpGatewayProcess;
+  let browser: Browser;
+  let dir: string;
+
+  beforeAll(async () => {
+    assertChromium();
+    await buildInspector();
+    dir = workDir();
+    gateway = await startHttpGateway([
+      join(ROOT, 'examples/mcp/careful-editor.json'),
+      '--http',
+      '0',
+      '--',
+      FILESYSTEM_SERVER,
+      dir,
+    ]);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    await gateway?.stop();
+  });
+
+  it('resumes an MCP session by its id and shows where it stands', async () => {
+    const client = await gateway.connect();
+    await client.callTool({ name: 'list_directory', arguments: { path: dir } });
+    const sessionId = (client.transport as StreamableHTTPClientTransport).sessionId!;
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const errors = collectErrors(page);
+    await page.goto(`${gateway.url}/`);
+    await page.getByLabel('Resume session').fill(sessionId);
+    await page.getByRole('button', { name: 'Resume', exact: true }).click();
+    await expect.poll(() => page.getByTestId('session-id').textContent()).toBe(sessionId);
+    await expect.poll(() => page.getByTestId('active-step').getAttribute('data-step')).toBe('Look');
+    await expect.poll(() => page.getByTestId('recent-tools').first().textContent()).toContain('list_directory');
+    expect(errors).toEqual([]);
+    await page.close();
+    await client.close();
+  }, 60_000);
+});
