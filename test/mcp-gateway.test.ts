@@ -11,6 +11,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
   CallToolResultSchema,
   type JSONRPCMessage,
+  ListRootsRequestSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -374,6 +375,33 @@ describe('the reason a refused call gets', () => {
       }
     } finally {
       await client.close();
+      await gateway.close();
+    }
+  }, 60_000);
+});
+
+describe('requests and notifications between the upstream and the client', () => {
+  it('pass through both ways: the filesystem server asks the client for its roots, and hears when they change', async () => {
+    const [fromArgs, first, second] = [workDir(), workDir(), workDir()];
+    let roots = [first];
+    const template = templateFile({ id: 'open', tools: ['*'], orchestration: { steps: [] } });
+    const gateway = await connectStdio([template, '--', FILESYSTEM_SERVER, fromArgs], {
+      client: { capabilities: { roots: { listChanged: true } } },
+      onClient: (client) =>
+        client.setRequestHandler(ListRootsRequestSchema, async () => ({
+          roots: roots.map((path) => ({ uri: `file://${path}` })),
+        })),
+    });
+    const allowed = async () =>
+      textOf(await gateway.client.callTool({ name: 'list_allowed_directories', arguments: {} }));
+    try {
+      await expect.poll(allowed, { timeout: 10_000 }).toContain(first);
+      expect(await allowed()).not.toContain(fromArgs);
+      roots = [second];
+      await gateway.client.sendRootsListChanged();
+      await expect.poll(allowed, { timeout: 10_000 }).toContain(second);
+      expect(await allowed()).not.toContain(first);
+    } finally {
       await gateway.close();
     }
   }, 60_000);

@@ -293,6 +293,9 @@ export class GatewaySession {
   /** Calls running now: a closing session waits for them to be released. */
   readonly #running = new Set<Promise<unknown>>();
   #watcher: ReturnType<typeof setInterval> | undefined;
+  /** Resolves once the client sent `notifications/initialized` (or the session closed). */
+  readonly #initialized: Promise<void>;
+  #initializedNow: () => void = () => undefined;
   /** With several upstreams: which one listed each resource URI. */
   readonly #resourceOwners = new Map<string, UpstreamConnection>();
 
@@ -302,6 +305,9 @@ export class GatewaySession {
     this.#options = options;
     this.#forget = forget;
     this.sessionId = options.sessionId ?? `mcp-${randomUUID()}`;
+    this.#initialized = new Promise((resolve) => {
+      this.#initializedNow = resolve;
+    });
   }
 
   /** The upstream tools this session may offer at all (the template's selection), in order. */
@@ -392,6 +398,7 @@ export class GatewaySession {
     this.#inner.onclose = () => void this.close();
     this.#inner.onerror = (error) => this.gateway.reportError(error);
     server.oninitialized = () => {
+      this.#initializedNow();
       this.#watch();
       this.#options.onReady?.(this);
     };
@@ -417,8 +424,12 @@ export class GatewaySession {
   /** Handlers of what the upstream sends: requests go to the client, notifications are passed on. */
   #prepare(client: Client, index: number): void {
     client.fallbackRequestHandler = async (request, extra) => {
+      // An upstream may ask as soon as it is initialized (the filesystem server asks for the
+      // roots), before the client has finished its own initialization: the request waits for it.
+      await this.#initialized;
       const server = this.#server;
-      if (server === undefined) throw new McpError(ErrorCode.InternalError, 'the downstream client is not connected');
+      if (server === undefined || this.#closed)
+        throw new McpError(ErrorCode.InternalError, 'the downstream client is not connected');
       return server.request(request as Request, ResultSchema, { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS });
     };
     client.fallbackNotificationHandler = async (notification: Notification) => {
@@ -496,6 +507,10 @@ export class GatewaySession {
     // Everything else goes to the upstream that serves it. The SDK's server answers
     // logging/setLevel itself when it declares logging: here the upstreams must hear it.
     server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
+    // What the client announces (its roots changed, say) is the upstreams' to hear.
+    server.fallbackNotificationHandler = async (notification) => {
+      await Promise.allSettled(this.#upstreams.map((upstream) => upstream.client.notification(notification)));
+    };
     if (this.#capabilities().logging !== undefined) {
       server.setRequestHandler(SetLevelRequestSchema, (request, extra) => this.#setLevel(request, extra));
     }
@@ -696,6 +711,7 @@ export class GatewaySession {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#watcher !== undefined) clearInterval(this.#watcher);
+    this.#initializedNow();
     this.#forget();
     // Closing the upstreams ends the calls running there; each is then released in the store
     // (not left to its lease) before the session lets go.
