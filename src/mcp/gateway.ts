@@ -59,7 +59,6 @@ import {
   connectUpstream,
   listUpstreamTools,
   messageOf,
-  QUALIFIER,
   type UpstreamConnection,
   type UpstreamSpec,
 } from './gateway-upstream.js';
@@ -117,7 +116,24 @@ export class GatewaySetupError extends InvalidArgumentError {
   }
 }
 
-/** See the module comment. */
+/**
+ * The gateway: one per template and set of upstreams, serving any number of MCP sessions (see
+ * the module comment).
+ *
+ * @example
+ * ```ts
+ * import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+ * import { createOrchestrationManager } from 'baton-agents';
+ * import { McpGateway } from 'baton-agents/mcp';
+ *
+ * const gateway = new McpGateway({
+ *   template, // a validated template (validateTemplate(), loadTemplate())
+ *   upstreams: [{ command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp/work'] }],
+ *   manager: createOrchestrationManager({ store: 'redis://127.0.0.1:6379' }),
+ * });
+ * await gateway.connect(new StdioServerTransport());
+ * ```
+ */
 export class McpGateway {
   readonly template: AgentTemplate;
   readonly upstreams: readonly UpstreamSpec[];
@@ -781,6 +797,3 @@ function refused(name: string, decision: Extract<ToolDecision, { allowed: false 
     _meta: { 'baton/refusal': { code: decision.reason.code } },
   };
 }
-
-/** Re-exported for the CLI. */
-export { QUALIFIER };
