@@ -1,0 +1,77 @@
+/**
+ * Store round trips of the MCP gateway, counted on the wire of a real Redis: a call the template
+ * allows is two (one update decides and reserves it before the upstream sees it, one commits it),
+ * a refused call one (the refusal and its call id are recorded), `tools/list` one read.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { validateTemplate } from '../src/core/validate-template.js';
+import { McpGateway } from '../src/mcp/gateway.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { redisStore } from '../src/stores/redis.js';
+import { FILESYSTEM_SERVER, ROOT, workDir } from './helpers/mcp-gateway.js';
+import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
+import { REDIS_URL } from './helpers/store-kinds.js';
+
+const RUN = randomUUID().slice(0, 8);
+
+describe('store round trips of the MCP gateway on Redis', async () => {
+  const skip = await serviceAvailable('redis', () => pingRedis(REDIS_URL));
+  afterAll(() => (skip ? undefined : deleteRedisKeys(REDIS_URL, `baton-test:mcp-trips:${RUN}:`)));
+
+  it.skipIf(skip)(
+    'two per allowed call, one per refusal, one read per tools/list',
+    async () => {
+      const redis = new Redis(REDIS_URL);
+      await new Promise((resolve) => redis.once('ready', resolve));
+      let sent = 0;
+      const original = redis.sendCommand.bind(redis);
+      redis.sendCommand = ((...args: Parameters<typeof original>) => {
+        sent++;
+        return original(...args);
+      }) as typeof redis.sendCommand;
+      const manager = createOrchestrationManager({
+        store: redisStore({ client: redis, prefix: `baton-test:mcp-trips:${RUN}:` }),
+      });
+      const parsed = validateTemplate(JSON.parse(readFileSync(join(ROOT, 'examples/mcp/careful-editor.json'), 'utf8')));
+      if (!parsed.success) throw new Error('template');
+      const dir = workDir();
+      const gateway = new McpGateway({
+        template: parsed.template,
+        upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+        manager,
+        upstreamStderr: 'ignore',
+      });
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await gateway.connect(serverSide, { sessionId: `trips-${RUN}` });
+      const client = new Client({ name: 'test', version: '1' });
+      await client.connect(clientSide);
+      try {
+        const trips = async (run: () => Promise<unknown>) => {
+          sent = 0;
+          await run();
+          return sent;
+        };
+        expect(await trips(() => client.listTools())).toBe(1);
+        expect(
+          await trips(() => client.callTool({ name: 'write_file', arguments: { path: join(dir, 'x'), content: '' } })),
+        ).toBe(1);
+        expect(await trips(() => client.callTool({ name: 'list_directory', arguments: { path: dir } }))).toBe(2);
+        expect(
+          await trips(() => client.callTool({ name: 'search_files', arguments: { path: dir, pattern: 'x' } })),
+        ).toBe(2);
+      } finally {
+        await client.close();
+        await gateway.close();
+        await manager.close();
+        redis.disconnect();
+      }
+    },
+    60_000,
+  );
+});
