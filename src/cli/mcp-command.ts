@@ -53,7 +53,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(
       new Option(
         '--upstream <spec>',
-        'an upstream: <url> (Streamable HTTP), or name=<url or command> (repeat for several; their tools become name.tool)',
+        'an upstream: <url> (Streamable HTTP), or name=<url or command> (repeat for several; their tools become name__tool)',
       )
         .argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
         .default([]),
