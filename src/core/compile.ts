@@ -13,6 +13,7 @@ import { type CompiledPattern, firstMatch } from './patterns.js';
 import { type CompiledRule, compileRules } from './rules.js';
 import type { OrchestrationConfig, OrchestrationStep, StepCondition } from './schema.js';
 import type { PendingMessage } from './state.js';
+import { type StepSelector, stepSelector } from './step-index.js';
 import { formatPath, TemplateConfigError, type TemplateIssue } from './template-issues.js';
 import { compileToolPattern, isSelectorSyntax, type ToolAnnotations } from './tool-annotations.js';
 import { validateOrchestration } from './validate-template.js';
@@ -69,6 +70,8 @@ export interface OrchestrationPlan {
   readonly steps: readonly CompiledStep[];
   /** Steps with at least one condition, in configuration order: the candidates of step selection. */
   readonly conditionalSteps: readonly CompiledStep[];
+  /** The first of `conditionalSteps` whose conditions hold (indexed: see step-index.ts). */
+  readonly selectStep: StepSelector;
   readonly defaultStep: CompiledStep | undefined;
   /** `historyLimit` of the config, if it sets one. */
   readonly historyLimit: number | undefined;
@@ -233,10 +236,14 @@ function buildPlan(
   const ruleById = new Map<string, CompiledRule>();
   for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
   const rulesByStep = new Map<string | undefined, Map<string, readonly CompiledRule[]>>();
+  const conditionalSteps = Object.freeze(steps.filter((s) => s.conditions.length > 0));
+  let lastName: string | undefined;
+  let lastStep: CompiledStep | undefined;
   return Object.freeze({
     config,
     steps: Object.freeze(steps),
-    conditionalSteps: Object.freeze(steps.filter((s) => s.conditions.length > 0)),
+    conditionalSteps,
+    selectStep: stepSelector(conditionalSteps, registry),
     defaultStep,
     historyLimit: config.historyLimit,
     shadow: config.shadow === true,
@@ -262,7 +269,14 @@ function buildPlan(
     },
     referencedTools: Object.freeze([...referenced]),
     warnings: Object.freeze(warnings),
-    step: (name: string | undefined) => (name === undefined ? undefined : byName.get(name)),
+    step(name: string | undefined): CompiledStep | undefined {
+      // A turn looks the active step up several times: the last answer is kept.
+      if (name === lastName) return lastStep;
+      const step = name === undefined ? undefined : byName.get(name);
+      lastName = name;
+      lastStep = step;
+      return step;
+    },
     allTools(agentTools: readonly string[]) {
       const hit = allToolsCache.get(agentTools);
       if (hit !== undefined && sameList(hit, agentTools)) return hit;

@@ -172,6 +172,17 @@ const builtins: ConditionDefinition[] = [
   },
 ];
 
+const BUILTIN_DEFINITIONS: ReadonlySet<ConditionDefinition> = new Set(builtins);
+
+/**
+ * `type` when `registry` defines it with the built-in definition (so its meaning is known, for
+ * indexes such as step selection's), else undefined.
+ */
+export function builtinConditionType(registry: ConditionRegistry, type: string): string | undefined {
+  const definition = registry.get(type);
+  return definition !== undefined && BUILTIN_DEFINITIONS.has(definition) ? type : undefined;
+}
+
 /** Extra keys each built-in type accepts besides `type`, `value` and `description`. */
 export const BUILTIN_EXTRA_KEYS: Readonly<Record<string, readonly string[]>> = {
   message_regex: ['flags'],

@@ -26,15 +26,7 @@ export function chooseStep(
   state: OrchestrationState,
   message: MessageInfo | undefined,
 ): CompiledStep | undefined {
-  const candidates = plan.conditionalSteps;
-  for (let i = 0; i < candidates.length; i++) {
-    const step = candidates[i]!;
-    const context: ConditionContext = { history: state.recentlyUsedTools, message, sequence: step.sequenceSets };
-    let holds = true;
-    for (let j = 0; j < step.conditions.length && holds; j++) holds = step.conditions[j]!(context);
-    if (holds) return step;
-  }
-  return plan.step(state.activeStep) ?? plan.defaultStep;
+  return plan.selectStep(state.recentlyUsedTools, message) ?? plan.step(state.activeStep) ?? plan.defaultStep;
 }
 
 /** Runs step selection and applies its result; changing step resets `sequenceIndex` to 0. */
@@ -122,7 +114,7 @@ export interface ToolUseInput {
 export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState, input: ToolUseInput): EngineResult {
   const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
   const recentlyUsedTools = appendBounded(state.recentlyUsedTools, input.tool, limit);
-  let next: OrchestrationState = { ...state, recentlyUsedTools };
+  const next: OrchestrationState = { ...state, recentlyUsedTools };
   const events: OrchestrationEvent[] = [];
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;
@@ -162,9 +154,14 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
       }
     }
   }
-  const selected = selectStep(plan, next, input.message);
-  next = selected.state;
-  if (selected.events.length) events.push(...selected.events);
+  // `next` is this call's own new object: the step change is written into it rather than
+  // copied again (changeStep's copy would be a second state per recorded tool).
+  const chosen = chooseStep(plan, next, input.message)?.name;
+  if (chosen !== next.activeStep) {
+    events.push({ type: 'step-changed', sessionId: state.sessionId, from: next.activeStep, to: chosen });
+    next.activeStep = chosen;
+    next.sequenceIndex = 0;
+  }
   return { state: next, events: events.length ? events : NO_EVENTS };
 }
 

@@ -242,15 +242,13 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     throw new InvalidArgumentError(path, `expected an object, got ${describeType(value)}`);
   }
   const s = value as Record<string, unknown>;
-  const fail = (field: string, expected: string): never => {
-    throw new InvalidArgumentError(`${path}.${field}`, `expected ${expected}, got ${describeType(s[field])}`);
-  };
-  if (typeof s.sessionId !== 'string') fail('sessionId', 'a string');
-  if (s.activeStep !== undefined && typeof s.activeStep !== 'string') fail('activeStep', 'a string');
-  if (!Array.isArray(s.recentlyUsedTools) || !s.recentlyUsedTools.every((t) => typeof t === 'string')) {
-    fail('recentlyUsedTools', 'an array of strings');
+  // Every store checks every state it writes: no closures or iterator callbacks on this path.
+  if (typeof s.sessionId !== 'string') failField(path, s, 'sessionId', 'a string');
+  if (s.activeStep !== undefined && typeof s.activeStep !== 'string') failField(path, s, 'activeStep', 'a string');
+  if (!isStringArray(s.recentlyUsedTools)) {
+    failField(path, s, 'recentlyUsedTools', 'an array of strings');
   }
-  if (!isCount(s.sequenceIndex)) fail('sequenceIndex', 'a non-negative integer');
+  if (!isCount(s.sequenceIndex)) failField(path, s, 'sequenceIndex', 'a non-negative integer');
   const usage = s.cumulativeTokenUsage as Record<string, unknown> | undefined;
   if (
     typeof usage !== 'object' ||
@@ -259,18 +257,17 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     !isCount(usage.completionTokens) ||
     !isCount(usage.totalTokens)
   ) {
-    fail('cumulativeTokenUsage', 'an object of non-negative integer token counts');
+    failField(path, s, 'cumulativeTokenUsage', 'an object of non-negative integer token counts');
   }
-  for (const field of ['createdAt', 'lastAccessed', 'ttl', 'version'] as const) {
-    if (!isCount(s[field])) fail(field, 'a non-negative integer');
-  }
-  if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string') fail('lastMessageKey', 'a string');
-  if (s.agentId !== undefined && typeof s.agentId !== 'string') fail('agentId', 'a string');
-  if (
-    s.toolCallIds !== undefined &&
-    !(Array.isArray(s.toolCallIds) && s.toolCallIds.every((t) => typeof t === 'string'))
-  ) {
-    fail('toolCallIds', 'an array of strings');
+  if (!isCount(s.createdAt)) failField(path, s, 'createdAt', 'a non-negative integer');
+  if (!isCount(s.lastAccessed)) failField(path, s, 'lastAccessed', 'a non-negative integer');
+  if (!isCount(s.ttl)) failField(path, s, 'ttl', 'a non-negative integer');
+  if (!isCount(s.version)) failField(path, s, 'version', 'a non-negative integer');
+  if (s.lastMessageKey !== undefined && typeof s.lastMessageKey !== 'string')
+    failField(path, s, 'lastMessageKey', 'a string');
+  if (s.agentId !== undefined && typeof s.agentId !== 'string') failField(path, s, 'agentId', 'a string');
+  if (s.toolCallIds !== undefined && !isStringArray(s.toolCallIds)) {
+    failField(path, s, 'toolCallIds', 'an array of strings');
   }
   if (
     s.stepTokens !== undefined &&
@@ -281,28 +278,43 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
       Object.values(s.stepTokens).every(isCount)
     )
   ) {
-    fail('stepTokens', 'an object of token counts by step name');
+    failField(path, s, 'stepTokens', 'an object of token counts by step name');
   }
   if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
-    fail('pending', 'an array of pending log entries (call, message or used)');
+    failField(path, s, 'pending', 'an array of pending log entries (call, message or used)');
   }
   if (s.counts !== undefined && !isCounts(s.counts)) {
-    fail('counts', 'an object of limit counts ({ n, key?, at? }) by rule id');
+    failField(path, s, 'counts', 'an object of limit counts ({ n, key?, at? }) by rule id');
   }
   if (
     s.approvals !== undefined &&
     !(Array.isArray(s.approvals) && s.approvals.length <= APPROVALS_LIMIT && s.approvals.every(isApproval))
   ) {
-    fail('approvals', `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule, at })`);
+    failField(
+      path,
+      s,
+      'approvals',
+      `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule, at })`,
+    );
   }
   if (s.replay !== undefined && !isReplayRecord(s.replay)) {
-    fail('replay', 'a replay record ({ turn, offers, calls })');
+    failField(path, s, 'replay', 'a replay record ({ turn, offers, calls })');
   }
   if (s.log !== undefined) {
     const problem = sessionLogProblem(s.log);
     if (problem !== undefined) throw new InvalidArgumentError(`${path}.log`, problem);
   }
   return value as OrchestrationState;
+}
+
+function failField(path: string, s: Record<string, unknown>, field: string, expected: string): never {
+  throw new InvalidArgumentError(`${path}.${field}`, `expected ${expected}, got ${describeType(s[field])}`);
+}
+
+function isStringArray(value: unknown): value is string[] {
+  if (!Array.isArray(value)) return false;
+  for (let i = 0; i < value.length; i++) if (typeof value[i] !== 'string') return false;
+  return true;
 }
 
 function isPendingEntry(value: unknown): boolean {

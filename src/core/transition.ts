@@ -1085,7 +1085,7 @@ function decideStep(
   const known = outcomes[0]!;
   const view = viewStep(plan, known, agentTools);
   if (view.sequence?.blocked) events.push(...allowedTools(plan, known, agentTools).events);
-  const running = runningTools(state);
+  const running = state.pending === undefined ? NO_TOOLS : runningTools(state);
   const budget = budgetOf(plan, known);
   const shadow = shadowOf(plan, known);
   if (budget !== undefined) {
@@ -1112,7 +1112,7 @@ function decideStep(
   ) {
     toolChoice = 'required';
   }
-  return {
+  const decision: StepDecision = {
     type: 'step',
     activeStep: view.activeStep?.name,
     sequence,
@@ -1120,9 +1120,10 @@ function decideStep(
     toolChoice,
     running,
     shadow,
-    ...(shadow ? { wouldOffer: enforced } : {}),
-    ...(budget === undefined ? {} : { budget }),
   };
+  // The usual decision is built without spreading empty objects into it (this runs every step).
+  if (!shadow && budget === undefined) return decision;
+  return { ...decision, ...(shadow ? { wouldOffer: enforced } : {}), ...(budget === undefined ? {} : { budget }) };
 }
 
 /** The `sequence-incomplete` event for the session as known for sure, if its sequence is unfinished. */

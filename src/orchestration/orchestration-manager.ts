@@ -154,11 +154,12 @@ export class OrchestrationManager {
   ): Promise<AppliedInputs> {
     try {
       const plan = isPlan(config) ? config : this.plan(config);
-      const run = new PendingApply(plan, inputs, this.transitionContext(message, ruleContext), this.eventLog);
+      const context = this.transitionContext(message, ruleContext);
+      const run = new PendingApply(plan, inputs, context, this.eventLog);
       // The memory store updates synchronously: no promise round trips on the hot path.
-      const sync = this.#states.modifySync(sessionId, run.update);
+      const sync = this.#states.modifySync(sessionId, run.update, context.now);
       if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
-      return this.#states.modify(sessionId, run.update).then((state) => this.#finish(run, state));
+      return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -170,18 +171,43 @@ export class OrchestrationManager {
   }
 
   /**
-   * {@link apply} for inputs that begin with the turn's `user-message`: throws a
+   * {@link apply} for inputs that begin with the turn's `user-message`: rejects with a
    * {@link SessionRefusedError} when the session does not take the message (nothing was written).
+   * Not `async`: on the memory store the answer is ready when it returns, and each async layer
+   * would add a promise and a microtask hop to every seed-API call.
    */
-  async #applyTurn(
+  #applyTurn(
     config: OrchestrationSource | OrchestrationPlan,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     inputs: readonly TransitionInput[],
   ): Promise<AppliedInputs> {
-    const applied = await this.apply(config, messageOf(messages), sessionId, inputs);
-    throwIfRefused(applied.decisions[0], sessionId);
-    return applied;
+    let message: MessageInfo | undefined;
+    try {
+      message = messageOf(messages);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.apply(config, message, sessionId, inputs).then(refuseTurn);
+  }
+
+  /**
+   * The synchronous path of {@link #applyTurn}: the applied inputs when the store answered
+   * without I/O, undefined when the caller must take the promise path. Throws what
+   * {@link #applyTurn} would reject with.
+   */
+  #applyTurnSync(
+    config: OrchestrationSource | OrchestrationPlan,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+    inputs: readonly TransitionInput[],
+  ): AppliedInputs | undefined {
+    const plan = isPlan(config) ? config : this.plan(config);
+    const context = this.transitionContext(messageOf(messages));
+    const run = new PendingApply(plan, inputs, context, this.eventLog);
+    const state = this.#states.modifySync(sessionId, run.update, context.now);
+    if (state === undefined) return undefined;
+    return refuseTurn(this.#finish(run, state));
   }
 
   /** The active step after handling the latest user message of `messages` (SPEC section 3). */
@@ -196,19 +222,22 @@ export class OrchestrationManager {
   }
 
   /** The tools allowed now, in the order of `allToolIds` (SPEC section 4). */
-  async getAllowedTools(
+  getAllowedTools(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     allToolIds: readonly string[],
   ): Promise<string[]> {
-    assertToolList(allToolIds);
-    const { decisions } = await this.#applyTurn(config, messages, sessionId, [
-      USER_MESSAGE[0]!,
-      { type: 'step-started', agentTools: allToolIds },
-    ]);
-    // Spread, not slice(): V8 copies frozen arrays slowly through slice().
-    return [...(decisions[1] as StepDecision).allowedTools];
+    try {
+      assertToolList(allToolIds);
+      const inputs: readonly TransitionInput[] = [USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds }];
+      // One promise per call on the memory store: the seed API's hot path (see docs/benchmarks.md).
+      const sync = this.#applyTurnSync(config, messages, sessionId, inputs);
+      if (sync !== undefined) return Promise.resolve(allowedOf(sync));
+      return this.#applyTurn(config, messages, sessionId, inputs).then(allowedOf);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Records that `toolName` completed (SPEC section 5), atomically. */
@@ -218,7 +247,20 @@ export class OrchestrationManager {
     sessionId: string,
     toolName: string,
   ): Promise<void> {
-    return this.recordToolUse(config, messages, sessionId, toolName).then(noop);
+    try {
+      assertToolName(toolName);
+      const inputs: readonly TransitionInput[] = [USER_MESSAGE[0]!, { type: 'tool-used', tool: toolName }];
+      const sync = this.#applyTurnSync(config, messages, sessionId, inputs);
+      if (sync !== undefined) {
+        checkRecorded(sync, sessionId, toolName);
+        return RESOLVED;
+      }
+      return this.#applyTurn(config, messages, sessionId, inputs).then((applied) => {
+        checkRecorded(applied, sessionId, toolName);
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -234,19 +276,12 @@ export class OrchestrationManager {
     options: { toolCallId?: string } = {},
   ): Promise<{ state: OrchestrationState; events: readonly OrchestrationEvent[] }> {
     assertToolName(toolName);
-    const { state, events, decisions } = await this.#applyTurn(config, messages, sessionId, [
+    const applied = await this.#applyTurn(config, messages, sessionId, [
       USER_MESSAGE[0]!,
       { type: 'tool-used', tool: toolName, toolCallId: options.toolCallId },
     ]);
-    const recorded = decisions[1] as RecordDecision;
-    if (!recorded.recorded && recorded.reason.code === 'session-busy') {
-      throw new SessionRefusedError(
-        'session-busy',
-        sessionId,
-        `"${toolName}" was not recorded: ${recorded.reason.message}`,
-      );
-    }
-    return { state, events };
+    checkRecorded(applied, sessionId, toolName);
+    return { state: applied.state, events: applied.events };
   }
 
   /**
@@ -464,8 +499,6 @@ export function createOrchestrationManager(options: OrchestrationManagerOptions 
   return new OrchestrationManager(options);
 }
 
-const noop = () => undefined;
-
 /**
  * One `apply` in flight: the updater the store calls (perhaps more than once, so it only
  * keeps the last run's results) and what that run produced. A class, so the hot path
@@ -573,6 +606,31 @@ function committedCalls(before: OrchestrationState, after: OrchestrationState): 
   return committed;
 }
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
+const RESOLVED: Promise<void> = Promise.resolve();
+
+/** The allowed tools of a `getAllowedTools` turn, as a fresh array the caller may change. */
+function allowedOf(applied: AppliedInputs): string[] {
+  // Spread, not slice(): V8 copies frozen arrays slowly through slice().
+  return [...(applied.decisions[1] as StepDecision).allowedTools];
+}
+
+/** Throws the refusal of a turn's user message; passes the applied inputs through. */
+function refuseTurn(applied: AppliedInputs): AppliedInputs {
+  if (isRefusedMessage(applied.decisions[0])) throwIfRefused(applied.decisions[0], applied.state.sessionId);
+  return applied;
+}
+
+/** Throws when a full session refused to record the tool (`session-busy`). */
+function checkRecorded(applied: AppliedInputs, sessionId: string, toolName: string): void {
+  const recorded = applied.decisions[1] as RecordDecision;
+  if (!recorded.recorded && recorded.reason.code === 'session-busy') {
+    throw new SessionRefusedError(
+      'session-busy',
+      sessionId,
+      `"${toolName}" was not recorded: ${recorded.reason.message}`,
+    );
+  }
+}
 
 /** Throws the refusal of a turn's user message as a {@link SessionRefusedError}. */
 export function throwIfRefused(decision: TransitionDecision | undefined, sessionId: string): void {

@@ -89,12 +89,17 @@ export class OrchestrationStateManager {
   /**
    * Atomically applies `fn` to the session's state (created if missing) and resolves to the
    * stored result. `fn` must be pure: optimistic stores may call it more than once.
-   * Returning the state unchanged writes nothing (but creates a missing session).
+   * Returning the state unchanged writes nothing (but creates a missing session). `at` is the
+   * time of the change (default: the clock now), for a caller that has already read the clock.
    */
-  async modify(sessionId: string, fn: (state: OrchestrationState) => OrchestrationState): Promise<OrchestrationState> {
+  async modify(
+    sessionId: string,
+    fn: (state: OrchestrationState) => OrchestrationState,
+    at?: number,
+  ): Promise<OrchestrationState> {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
-    const now = this.clock();
+    const now = at ?? this.clock();
     const stored = await this.#tracked(store.update(sessionId, (current) => this.#step(sessionId, current, now, fn)));
     // update() resolves to undefined only when fn returned undefined, which it never does.
     return stored!;
@@ -104,11 +109,15 @@ export class OrchestrationStateManager {
    * {@link modify} without a promise, when the store can update synchronously (the memory
    * store); undefined when it cannot, and the caller must use `modify`.
    */
-  modifySync(sessionId: string, fn: (state: OrchestrationState) => OrchestrationState): OrchestrationState | undefined {
+  modifySync(
+    sessionId: string,
+    fn: (state: OrchestrationState) => OrchestrationState,
+    at?: number,
+  ): OrchestrationState | undefined {
     const store = this.#store;
     if (store?.updateSync === undefined) return undefined;
     assertSessionId(sessionId);
-    const now = this.clock();
+    const now = at ?? this.clock();
     return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn));
   }
 
@@ -121,7 +130,11 @@ export class OrchestrationStateManager {
     const base = current ?? createState(sessionId, now, this.ttl);
     const next = fn(base);
     if (next === base) return base;
-    return next.lastAccessed === now ? next : keepLogEntries(next, { ...next, lastAccessed: now });
+    // Stamped with the version the store will give it, in the one copy this makes: a store
+    // that finds its version already set keeps the object instead of copying it again.
+    const version = base.version + 1;
+    if (next.lastAccessed === now && next.version === version) return next;
+    return keepLogEntries(next, { ...next, lastAccessed: now, version });
   }
 
   /**

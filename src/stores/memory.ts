@@ -92,7 +92,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // Refused as every store refuses it: a state the durable stores could not keep must not
     // work in memory and fail only once the app moves to SQLite or Redis.
     assertState(next, 'state');
-    const stored: OrchestrationState = { ...next, version: (current?.version ?? 0) + 1 };
+    const version = (current?.version ?? 0) + 1;
+    // An updater may already have stamped the version (the state manager does, in the copy it
+    // makes anyway): that object is stored as it is, saving a copy of the state per write.
+    const stored: OrchestrationState = next.version === version ? next : { ...next, version };
     const appended = logEntriesOf(next);
     if (entry !== undefined) {
       entry.state = stored;
