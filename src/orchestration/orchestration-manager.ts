@@ -91,6 +91,10 @@ export class OrchestrationManager {
   readonly leaseMs: number | undefined;
   /** Most entries of each session's event log (0: the manager keeps none). */
   readonly eventLog: number;
+  #lastConfig: OrchestrationSource | undefined;
+  #lastPlan: OrchestrationPlan | undefined;
+  /** The inputs of the last `getAllowedTools` turn, reused while the tool list is the same array. */
+  #stepInputs: readonly TransitionInput[] = USER_MESSAGE;
 
   constructor(options: OrchestrationManagerOptions = {}) {
     this.#states = options.stateManager ?? new OrchestrationStateManager(options);
@@ -130,8 +134,13 @@ export class OrchestrationManager {
     }
     // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is.
     if (isPlan(config)) return config;
-    if (toolAnnotations === undefined) return compileOrchestration(config, this.#compileOptions);
-    return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
+    if (toolAnnotations !== undefined) return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
+    // Most apps pass one config object on every call: the last plan is kept beside the cache.
+    if (config === this.#lastConfig) return this.#lastPlan!;
+    const plan = compileOrchestration(config, this.#compileOptions);
+    this.#lastConfig = config;
+    this.#lastPlan = plan;
+    return plan;
   }
 
   /** Listens to events; returns a function that stops listening. */
@@ -230,7 +239,11 @@ export class OrchestrationManager {
   ): Promise<string[]> {
     try {
       assertToolList(allToolIds);
-      const inputs: readonly TransitionInput[] = [USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds }];
+      let inputs = this.#stepInputs;
+      if ((inputs[1] as { agentTools?: readonly string[] } | undefined)?.agentTools !== allToolIds) {
+        inputs = [USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds }];
+        this.#stepInputs = inputs;
+      }
       // One promise per call on the memory store: the seed API's hot path (see docs/benchmarks.md).
       const sync = this.#applyTurnSync(config, messages, sessionId, inputs);
       if (sync !== undefined) return Promise.resolve(allowedOf(sync));

@@ -1,0 +1,169 @@
+/**
+ * Store round trips of a 3-tool research turn (ResearchMode: search, think, reflect, then the
+ * answer), counted on the wire of real Redis and PostgreSQL servers the way
+ * test/round-trips.test.ts counts them (every Redis command the client sends, every PostgreSQL
+ * statement a pooled client runs): through the library (`orchestrate()` + `streamText`, a
+ * session the store knows) and through the server (`createApp`, a new session and a continued
+ * one). Printed by `npm run bench`; alone: `npx tsx bench/round-trips.ts`.
+ */
+import { randomUUID } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import { isStepCount, streamText } from 'ai';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createAgent } from '../src/agents/create-agent.js';
+import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
+import { orchestrate } from '../src/ai-sdk/orchestrate.js';
+import { createOrchestrationManager, type OrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { createApp } from '../src/server/create-app.js';
+import { postgresStore } from '../src/stores/postgres.js';
+import { redisStore } from '../src/stores/redis.js';
+import type { SessionStore } from '../src/stores/types.js';
+import { loadTemplate } from '../src/templates/load-template.js';
+import { chunksOf, postJson, userMessage } from '../test/helpers/chat-requests.js';
+
+const REDIS_URL = process.env.BATON_BENCH_REDIS ?? 'redis://127.0.0.1:6379';
+const POSTGRES_URL = process.env.BATON_BENCH_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
+const QUESTION = 'How many electric vehicles will be on the road by 2030?';
+
+interface Counted {
+  store: SessionStore;
+  trips: () => number;
+  close: () => Promise<void>;
+}
+
+async function countedRedis(run: string): Promise<Counted> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await client.connect();
+  let sent = 0;
+  const original = client.sendCommand.bind(client);
+  client.sendCommand = ((...args: Parameters<typeof original>) => {
+    sent++;
+    return original(...args);
+  }) as typeof client.sendCommand;
+  const prefix = `baton-bench:trips:${run}:`;
+  const store = redisStore({ client, prefix });
+  return {
+    store,
+    trips: () => sent,
+    close: async () => {
+      await store.close();
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+      client.disconnect();
+    },
+  };
+}
+
+async function countedPostgres(run: string): Promise<Counted> {
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
+  let sent = 0;
+  pool.on('connect', (client) => {
+    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      sent++;
+      return original(...args);
+    };
+  });
+  const table = `baton_bench_trips_${run}`;
+  const store = postgresStore({ pool, table });
+  await store.get('warm-up'); // migrations and prepared statements, before counting
+  return {
+    store,
+    trips: () => sent,
+    close: async () => {
+      await store.close();
+      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
+      await pool.end();
+    },
+  };
+}
+
+type Template = Awaited<ReturnType<typeof loadTemplate>>;
+
+async function libraryTurn(reasoner: Template, manager: OrchestrationManager, sessionId: string): Promise<void> {
+  const agent = createAgent(reasoner, { model: 'offline', manager });
+  const messages = [{ role: 'user' as const, content: QUESTION }];
+  const orchestration = orchestrate({ manager, config: reasoner, sessionId, tools: agent.tools, messages });
+  const result = streamText({ model: createOfflineModel(), messages, stopWhen: isStepCount(8), ...orchestration });
+  await result.consumeStream();
+  await orchestration.settled();
+}
+
+/** Round trips per research turn, per path, on one store. */
+export interface RoundTrips {
+  store: 'redis' | 'postgres';
+  library: number;
+  serverNewSession: number;
+  serverContinued: number;
+}
+
+async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<RoundTrips> {
+  const run = randomUUID().slice(0, 8);
+  const counted = kind === 'redis' ? await countedRedis(run) : await countedPostgres(run);
+  try {
+    const manager = createOrchestrationManager({ store: counted.store });
+    const sessionId = `trips-lib-${randomUUID()}`;
+    await libraryTurn(reasoner, manager, sessionId); // a new session: the store learns it
+    let before = counted.trips();
+    await libraryTurn(reasoner, manager, sessionId);
+    const library = counted.trips() - before;
+
+    const served = createOrchestrationManager({ store: counted.store, eventLog: 100 });
+    const app = createApp({ agents: [reasoner], model: 'offline', manager: served, webRoot: false });
+    try {
+      await chunksOf(await postJson(app, '/api/chat/cognitive-reasoner', { messages: [userMessage('Hello')] }));
+      before = counted.trips();
+      const first = await postJson(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(QUESTION)] });
+      await chunksOf(first);
+      const serverNewSession = counted.trips() - before;
+      before = counted.trips();
+      await chunksOf(
+        await postJson(app, '/api/chat/cognitive-reasoner', {
+          sessionId: first.headers.get('x-session-id'),
+          messages: [
+            userMessage(QUESTION),
+            { id: 'a1', role: 'assistant', parts: [{ type: 'text', text: 'ok' }] },
+            userMessage('And by 2040?'),
+          ],
+        }),
+      );
+      return { store: kind, library, serverNewSession, serverContinued: counted.trips() - before };
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await counted.close();
+  }
+}
+
+/** Counts on each store that answers; a store that does not is reported and skipped. */
+export async function runRoundTrips(): Promise<{ results: RoundTrips[]; skipped: string[] }> {
+  const reasoner = await loadTemplate(new URL('../examples/agents/cognitive-reasoner.json', import.meta.url).pathname);
+  const results: RoundTrips[] = [];
+  const skipped: string[] = [];
+  for (const kind of ['redis', 'postgres'] as const) {
+    try {
+      results.push(await countOn(kind, reasoner));
+    } catch (error) {
+      skipped.push(`${kind}: ${(error as Error).message}`);
+    }
+  }
+  return { results, skipped };
+}
+
+/** The table `npm run bench` prints. */
+export function formatRoundTrips({ results, skipped }: Awaited<ReturnType<typeof runRoundTrips>>): string {
+  const lines = ['store       library (known session)  server, new session  server, continued'];
+  for (const r of results) {
+    lines.push(
+      `${r.store.padEnd(10)}  ${String(r.library).padStart(23)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
+    );
+  }
+  for (const s of skipped) lines.push(`not measured: ${s}`);
+  return lines.join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  console.log(formatRoundTrips(await runRoundTrips()));
+}
