@@ -1,12 +1,16 @@
 /**
- * `npm run bench`: the cost of one orchestration turn (`getAllowedTools` then
- * `processToolUsage`), the heap kept per idle session, and how the cost per turn grows
- * with steps, agent tools and historyLimit. A benchmark, never part of `npm test`.
+ * `npm run bench` (which builds the package first): AgentDock's harness workload on the built
+ * package beside AgentDock's own `OrchestrationManager` (bench/seed-turns.ts, each in its own
+ * process, alternating), the cost of one orchestration turn (`getAllowedTools` then
+ * `processToolUsage`) on Baton's own workloads, the heap kept per idle session, how the cost
+ * per turn grows with steps, agent tools and historyLimit, the stores (bench/stores.ts), the
+ * model loop's overhead (bench/ai-sdk.ts) and the store round trips per research turn
+ * (bench/round-trips.ts). A benchmark, never part of `npm test`. Every ratio it prints was
+ * measured in the same run.
  *
- * Then the stores (bench/stores.ts) and the model loop's overhead (bench/ai-sdk.ts).
- *
- * Flags (for profiling): `--only=turns|memory|growth|stores|ai-sdk` runs one section;
- * `--agent=agentdock|example` runs one of the two turn workloads; `--quick` runs fewer repetitions.
+ * Flags (for profiling): `--only=harness|turns|memory|growth|stores|ai-sdk|round-trips` runs one
+ * section; `--agent=agentdock|example` runs one of the two turn workloads; `--quick` runs fewer
+ * repetitions.
  */
 import { cpus, platform, release } from 'node:os';
 import { Bench } from 'tinybench';
@@ -46,6 +50,8 @@ import {
   type Workload,
   withHistoryLimit,
 } from './core.js';
+import { formatRoundTrips, type RoundTrips, runRoundTrips } from './round-trips.js';
+import { HARNESS, type HarnessResult, runAlternating } from './seed-turns.js';
 import { formatStoreBench, runStoreBench, type StoreBenchResult } from './stores.js';
 
 const args = process.argv.slice(2);
@@ -67,11 +73,13 @@ const GROWTH_SESSIONS = 50;
 const GROWTH_REPS = quick ? 1 : 5;
 const GROWTH_WARMUP_SESSIONS = 10;
 
-/** Targets (µs, bytes) and AgentDock's figure as the issue quotes it. */
+/** Targets (µs, bytes, and the factor over AgentDock on its own harness). */
 const TARGET_MEDIAN_MICROS = 3;
 const TARGET_BYTES_PER_SESSION = 400;
-const AGENTDOCK_TURNS_PER_SEC = 25_000;
-const AGENTDOCK_MICROS = '30-50';
+const TARGET_AGENTDOCK_FACTOR = 12;
+/** AgentDock's harness: alternating rounds (each implementation in its own process per round). */
+const HARNESS_ROUNDS = quick ? 1 : 3;
+const HARNESS_REPS = quick ? 3 : 7;
 
 // ---------------------------------------------------------------------------------------------
 // Formatting
@@ -224,12 +232,73 @@ async function benchWorkload(agent: ReferenceAgent): Promise<WorkloadSummary> {
   console.log(
     `same turns through the pure engine functions (no store, no await): p50 ${fmt(summary.engineOnlyMicros)} µs/turn`,
   );
-  console.log(
-    `AgentDock, as quoted in the issue: ~${int(AGENTDOCK_TURNS_PER_SEC)} turns/s (${AGENTDOCK_MICROS} µs/turn); ` +
-      `ratio ${fmt(summary.turnsPerSec / AGENTDOCK_TURNS_PER_SEC, 1)}x`,
-  );
   if (summary.blockedTurns > 0) console.log(`turns with no allowed tool: ${summary.blockedTurns}`);
   return summary;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 0. AgentDock's harness, on the built package and on AgentDock itself
+
+interface HarnessSummary {
+  baton: HarnessResult;
+  agentdock: HarnessResult | undefined;
+  /** Baton's turns/s over AgentDock's, medians of the rounds; undefined when AgentDock was not found. */
+  ratio: number | undefined;
+  agentdockMissing: string | undefined;
+  rounds: HarnessResult[][];
+}
+
+async function benchHarness(): Promise<HarnessSummary> {
+  heading(
+    `AgentDock's harness: ${int(HARNESS.sessions)} sessions x ${HARNESS.turns} turns, built package vs AgentDock`,
+  );
+  console.log(
+    "one turn = getAllowedTools + processToolUsage(allowed[t % allowed.length]); AgentDock's cognitive-reasoner " +
+      'orchestration, one fixed user message, memory store',
+  );
+  console.log(
+    `${HARNESS_ROUNDS} alternating rounds; in each, every implementation runs in its own process: ` +
+      `${quick ? 1 : 3} warm-up + ${HARNESS_REPS} measured repetitions, medians`,
+  );
+  const { loadAgentDock } = await import('./agentdock.js');
+  const found = await loadAgentDock();
+  const root = new URL('..', import.meta.url).pathname;
+  const impls = found.ok
+    ? ([{ kind: 'baton', root }, { kind: 'agentdock' }] as const)
+    : ([{ kind: 'baton', root }] as const);
+  if (found.ok) console.log(`AgentDock: ${found.source} at ${found.commit.slice(0, 12)}`);
+  else console.log(`${found.reason}: no AgentDock figure or ratio is printed`);
+  const { rounds, medians } = await runAlternating(impls, {
+    rounds: HARNESS_ROUNDS,
+    reps: HARNESS_REPS,
+    warmup: quick ? 1 : 3,
+    onRound: (round) =>
+      console.log(
+        round
+          .map(
+            (r) =>
+              `${r.impl === 'agentdock' ? 'AgentDock' : 'Baton'} ${int(r.turnsPerSec)} turns/s (p50 ${fmt(r.p50Micros)} µs)`,
+          )
+          .join('  |  '),
+      ),
+  });
+  const baton = medians[0]!;
+  const agentdock = medians[1];
+  const ratio = agentdock === undefined ? undefined : baton.turnsPerSec / agentdock.turnsPerSec;
+  const rows = [['Baton (dist/)', int(baton.turnsPerSec), fmt(baton.p50Micros)]];
+  if (agentdock !== undefined) rows.push(['AgentDock', int(agentdock.turnsPerSec), fmt(agentdock.p50Micros)]);
+  console.log(table(['median of rounds', 'turns/s', 'p50 µs/turn'], rows));
+  if (ratio !== undefined) {
+    const perRound = rounds.map((r) => `${fmt(r[0]!.turnsPerSec / r[1]!.turnsPerSec, 1)}x`).join(', ');
+    console.log(`Baton / AgentDock: ${fmt(ratio, 1)}x (per round: ${perRound})`);
+  }
+  return {
+    baton,
+    agentdock,
+    ratio,
+    agentdockMissing: found.ok ? undefined : found.reason,
+    rounds,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,6 +512,7 @@ async function main(): Promise<void> {
   console.log(`node ${process.version} (V8 ${process.versions.v8}), ${platform()} ${release()}`);
   console.log(`CPU: ${cpu[0]?.model ?? 'unknown'} x ${cpu.length}`);
 
+  const harness = runs('harness') ? await benchHarness() : undefined;
   const workloads: WorkloadSummary[] = [];
   if (runs('turns')) {
     if (agentFilter === undefined || agentFilter === 'agentdock') workloads.push(await benchWorkload(agentdock));
@@ -485,8 +555,25 @@ async function main(): Promise<void> {
     console.log(formatAiSdkBench(aiSdk));
   }
 
+  let roundTrips: Awaited<ReturnType<typeof runRoundTrips>> | undefined;
+  if (runs('round-trips')) {
+    heading('Store round trips per 3-tool research turn (counted on the wire)');
+    roundTrips = await runRoundTrips();
+    console.log(formatRoundTrips(roundTrips));
+  }
+
   heading('Targets');
   const rows: string[][] = [];
+  if (harness?.ratio !== undefined)
+    rows.push([
+      `>= ${TARGET_AGENTDOCK_FACTOR}x AgentDock on its harness (median of ${HARNESS_ROUNDS} rounds)`,
+      `${fmt(harness.ratio, 1)}x`,
+      yes(harness.ratio >= TARGET_AGENTDOCK_FACTOR),
+    ]);
+  for (const r of roundTrips?.results ?? []) {
+    const worst = Math.max(r.library, r.serverNewSession, r.serverContinued);
+    rows.push([`<= 4 round trips per research turn (${r.store}, library and server)`, String(worst), yes(worst <= 4)]);
+  }
   for (const t of targets.medianTurnMicros) {
     rows.push([`median turn <= ${TARGET_MEDIAN_MICROS} µs (${t.agent})`, `${fmt(t.value)} µs`, yes(t.met)]);
   }
@@ -516,7 +603,8 @@ async function main(): Promise<void> {
     targets,
     stores,
     aiSdk,
-    reference: { agentdockTurnsPerSec: AGENTDOCK_TURNS_PER_SEC, agentdockMicrosPerTurn: AGENTDOCK_MICROS },
+    harness,
+    roundTrips: roundTrips?.results satisfies RoundTrips[] | undefined,
   };
   console.log(`BENCH_JSON ${JSON.stringify(json)}`);
 }

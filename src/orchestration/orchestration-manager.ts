@@ -214,7 +214,8 @@ export class OrchestrationManager {
     const plan = isPlan(config) ? config : this.plan(config);
     const context = this.transitionContext(messageOf(messages));
     const run = new PendingApply(plan, inputs, context, this.eventLog);
-    const state = this.#states.modifySync(sessionId, run.update, context.now);
+    // Without an event log the transition's new state is this call's alone (see modifySync).
+    const state = this.#states.modifySync(sessionId, run.update, context.now, this.eventLog === 0);
     if (state === undefined) return undefined;
     return refuseTurn(this.#finish(run, state));
   }

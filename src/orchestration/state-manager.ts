@@ -113,12 +113,17 @@ export class OrchestrationStateManager {
     sessionId: string,
     fn: (state: OrchestrationState) => OrchestrationState,
     at?: number,
+    /**
+     * `fn` returns, when it changes the state, a new object that nothing else holds (the
+     * transition's own result): it is stamped in place instead of copied once more.
+     */
+    owned = false,
   ): OrchestrationState | undefined {
     const store = this.#store;
     if (store?.updateSync === undefined) return undefined;
     assertSessionId(sessionId);
     const now = at ?? this.clock();
-    return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn));
+    return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn, owned));
   }
 
   #step(
@@ -126,6 +131,7 @@ export class OrchestrationStateManager {
     current: OrchestrationState | undefined,
     now: number,
     fn: (state: OrchestrationState) => OrchestrationState,
+    owned = false,
   ): OrchestrationState {
     const base = current ?? createState(sessionId, now, this.ttl);
     const next = fn(base);
@@ -134,6 +140,11 @@ export class OrchestrationStateManager {
     // that finds its version already set keeps the object instead of copying it again.
     const version = base.version + 1;
     if (next.lastAccessed === now && next.version === version) return next;
+    if (owned) {
+      next.lastAccessed = now;
+      next.version = version;
+      return next;
+    }
     return keepLogEntries(next, { ...next, lastAccessed: now, version });
   }
 
