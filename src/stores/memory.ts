@@ -93,10 +93,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // work in memory and fail only once the app moves to SQLite or Redis.
     assertState(next, 'state');
     const version = (current?.version ?? 0) + 1;
-    // An updater may already have stamped the version (the state manager does, in the copy it
-    // makes anyway): that object is stored as it is, saving a copy of the state per write.
-    const stored: OrchestrationState = next.version === version ? next : { ...next, version };
     const appended = logEntriesOf(next);
+    // An updater may already have stamped the version (the state manager does, in the copy it
+    // makes anyway): that object is stored as it is, saving a copy of the state per write. Not
+    // one carrying log entries to append: those stay attached to it, and a later copy of the
+    // stored state would carry them again.
+    const stored: OrchestrationState =
+      next.version === version && appended === undefined ? next : { ...next, version };
     if (entry !== undefined) {
       entry.state = stored;
       if (appended) entry.log = appendBounded(entry.log, appended, stored);
