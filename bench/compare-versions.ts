@@ -1,71 +1,94 @@
 /**
- * The AgentDock-comparison workload (one turn = `getAllowedTools` then `processToolUsage`, the
- * AgentDock cognitive-reasoner template, memory store) through this checkout and through another
- * checkout of Baton, alternating in one process, so a change can be measured against the
- * previous version side by side: `npx tsx bench/compare-versions.ts <other-checkout> [rounds]`.
- * Make the other checkout with `git worktree add /tmp/baton-before <commit>` (it can share this
- * checkout's node_modules through a symlink). A benchmark, never part of `npm test`.
+ * The seed turn of this checkout against another commit, both built (`dist/`) and each measured
+ * in its own process, alternating (bench/seed-turns.ts: AgentDock's harness workload):
+ *
+ *   npx tsx bench/compare-versions.ts <git ref> [--rounds 5] [--reps 5]
+ *
+ * The other commit is checked out with `git worktree add` under bench/.cache/ (sharing this
+ * checkout's node_modules) and built with its own tsconfig.build.json. Also the machinery of the
+ * CI regression guard (bench/regression-guard.ts). A benchmark, never part of `npm test`.
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { median } from './core.js';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { type HarnessResult, runAlternating } from './seed-turns.js';
 
-interface ManagerModule {
-  createOrchestrationManager(): {
-    getAllowedTools(config: object, messages: object[], sessionId: string, tools: string[]): Promise<string[]>;
-    processToolUsage(config: object, messages: object[], sessionId: string, tool: string): Promise<void>;
-    close(): Promise<void>;
-  };
+const ROOT = resolve(import.meta.dirname, '..');
+const CACHE = join(ROOT, 'bench', '.cache');
+
+function git(args: readonly string[], cwd = ROOT): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 }
 
-const other = process.argv[2];
-if (other === undefined) throw new Error('usage: bench/compare-versions.ts <other-checkout> [rounds]');
-const rounds = Number(process.argv[3] ?? 12);
-const load = (root: string) =>
-  import(resolve(root, 'src/orchestration/orchestration-manager.ts')) as Promise<ManagerModule>;
-const versions = { this: await load(resolve(import.meta.dirname, '..')), other: await load(other) };
-const template = JSON.parse(
-  readFileSync(new URL('./fixtures/agentdock-cognitive-reasoner.json', import.meta.url), 'utf8'),
-) as { nodes: string[] };
-const tools = template.nodes.filter((node) => !node.startsWith('llm.'));
-const prompts = [
-  'research the history of EVs',
-  'critique this plan',
-  'brainstorm ideas',
-  'compare A vs B',
-  'how can I solve this problem',
-  'hello',
-];
+/** Builds the package of the checkout at `root` (its own tsconfig.build.json). */
+export function buildCheckout(root: string): void {
+  execFileSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], {
+    cwd: root,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+}
 
-/** Median µs per turn of 300 sessions x 20 turns, a new user message every 10 turns. */
-async function run(module: ManagerModule): Promise<number> {
-  const manager = module.createOrchestrationManager();
-  const samples: number[] = [];
-  for (let s = 0; s < 300; s++) {
-    let messages = [{ role: 'user', content: prompts[s % prompts.length]! }];
-    for (let t = 0; t < 20; t++) {
-      if (t % 10 === 0)
-        messages = [...messages, { role: 'user', content: `${prompts[(s + t) % prompts.length]} ${t}` }];
-      const t0 = performance.now();
-      const allowed = await manager.getAllowedTools(template, messages, `s${s}`, tools);
-      if (allowed.length > 0)
-        await manager.processToolUsage(template, messages, `s${s}`, allowed[(s + t) % allowed.length]!);
-      samples.push(performance.now() - t0);
-    }
+/** A built checkout of `ref` (a worktree under bench/.cache/, reused when it exists). */
+export function builtCheckout(ref: string): { root: string; commit: string } {
+  const commit = git(['rev-parse', '--verify', `${ref}^{commit}`]);
+  const root = join(CACHE, `version-${commit.slice(0, 12)}`);
+  if (!existsSync(join(root, 'package.json'))) {
+    mkdirSync(CACHE, { recursive: true });
+    git(['worktree', 'add', '--detach', '--force', root, commit]);
   }
-  await manager.close();
-  return median(samples) * 1000;
+  // The checkout shares this one's dependencies (a symlink is enough for tsc and for Node).
+  if (!existsSync(join(root, 'node_modules'))) symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  if (!existsSync(join(root, 'dist', 'index.js'))) buildCheckout(root);
+  return { root, commit };
 }
 
-const results = { this: [] as number[], other: [] as number[] };
-for (let i = 0; i < rounds; i++) {
-  // Alternate which goes first, so neither always runs on a warmer machine.
-  for (const name of i % 2 === 0 ? (['other', 'this'] as const) : (['this', 'other'] as const)) {
-    results[name].push(await run(versions[name]));
-  }
+/** Medians of `rounds` alternating rounds of this checkout (built first) and `ref`. */
+export async function compareWith(
+  ref: string,
+  options: { rounds: number; reps: number; warmup: number; log?: (line: string) => void },
+): Promise<{ mine: HarnessResult; theirs: HarnessResult; commit: string; rounds: HarnessResult[][] }> {
+  const other = builtCheckout(ref);
+  buildCheckout(ROOT);
+  const log = options.log ?? (() => undefined);
+  const { medians, rounds } = await runAlternating(
+    [
+      { kind: 'baton', root: ROOT },
+      { kind: 'baton', root: other.root },
+    ],
+    {
+      ...options,
+      onRound: (round) =>
+        log(
+          `this checkout ${Math.round(round[0]!.turnsPerSec)} turns/s (p50 ${round[0]!.p50Micros.toFixed(2)} µs) | ` +
+            `${ref} ${Math.round(round[1]!.turnsPerSec)} turns/s (p50 ${round[1]!.p50Micros.toFixed(2)} µs)`,
+        ),
+    },
+  );
+  return { mine: medians[0]!, theirs: medians[1]!, commit: other.commit, rounds };
 }
-const mine = median(results.this);
-const theirs = median(results.other);
-console.log(
-  `p50 µs per turn over ${rounds} alternating rounds: this checkout ${mine.toFixed(2)}, ${other} ${theirs.toFixed(2)}, ratio ${(mine / theirs).toFixed(3)}`,
-);
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      rounds: { type: 'string', default: '5' },
+      reps: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '2' },
+    },
+  });
+  const ref = positionals[0];
+  if (ref === undefined) throw new Error('usage: bench/compare-versions.ts <git ref> [--rounds 5] [--reps 5]');
+  const { mine, theirs, commit } = await compareWith(ref, {
+    rounds: Number(values.rounds),
+    reps: Number(values.reps),
+    warmup: Number(values.warmup),
+    log: console.log,
+  });
+  console.log(
+    `median of ${values.rounds} alternating rounds: this checkout ${Math.round(mine.turnsPerSec)} turns/s ` +
+      `(p50 ${mine.p50Micros.toFixed(2)} µs), ${ref} (${commit.slice(0, 7)}) ${Math.round(theirs.turnsPerSec)} turns/s ` +
+      `(p50 ${theirs.p50Micros.toFixed(2)} µs): this / that = ${(mine.turnsPerSec / theirs.turnsPerSec).toFixed(2)}x`,
+  );
+}

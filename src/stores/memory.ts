@@ -98,8 +98,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // makes anyway): that object is stored as it is, saving a copy of the state per write. Not
     // one carrying log entries to append: those stay attached to it, and a later copy of the
     // stored state would carry them again.
-    const stored: OrchestrationState =
-      next.version === version && appended === undefined ? next : { ...next, version };
+    const stored: OrchestrationState = next.version === version && appended === undefined ? next : { ...next, version };
     if (entry !== undefined) {
       entry.state = stored;
       if (appended) entry.log = appendBounded(entry.log, appended, stored);
