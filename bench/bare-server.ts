@@ -1,9 +1,14 @@
 /**
  * The baseline of `npm run loadtest -- --compare-bare`: the chat server an AI SDK user writes
  * without Baton. Hono on @hono/node-server, `streamText` over the same offline model with the same
- * tools, instructions and step limit as the served agent, answered with `toUIMessageStreamResponse`;
- * no orchestration, no session, no validation beyond the AI SDK's own. A benchmark fixture, never
- * shipped (bench/ is outside the package).
+ * tools, instructions and step limit as the served agent, answered with `toUIMessageStreamResponse`.
+ * It filters tools per model step as the template says, written by hand as a user would instead of
+ * Baton: the first mode whose `message_regex` matches the latest user message, `prepareStep`
+ * offering only the next tool of its sequence (`activeTools`), then its allowed tools, and an
+ * approval hook refusing any other call. Without that filtering the bare server would offer all 7
+ * tools at every step, which costs the AI SDK more per step than Baton's one tool (an earlier
+ * comparison did that, and flattered Baton). No session store, no validation beyond the AI SDK's
+ * own. A benchmark fixture, never shipped (bench/ is outside the package).
  *
  * `tsx bench/bare-server.ts [--agent examples/agents/cognitive-reasoner.json] [--port 0]`
  * prints `Bare AI SDK server listening on <url>` and serves `POST /api/chat/<agent id>`.
@@ -36,8 +41,32 @@ const instructions = [personality, guide].filter(Boolean).join('\n\n') || undefi
 const maxSteps = template.options?.maxSteps ?? 10;
 const model = createOfflineModel();
 
+/** The template's modes as a user would hand-code them: a regex, a sequence, the allowed tools. */
+const modes = (template.orchestration?.steps ?? []).flatMap((step) => {
+  const condition = step.conditions?.find((c) => c.type === 'message_regex');
+  if (condition?.value === undefined) return [];
+  const sequence = (step.sequence ?? []).map((slot) => (typeof slot === 'string' ? slot : slot[0]!));
+  return [
+    { regex: new RegExp(condition.value, condition.flags ?? 'i'), sequence, allowed: step.availableTools?.allowed },
+  ];
+});
+
+function latestUserText(messages: readonly UIMessage[]): string {
+  const latest = messages.findLast((m) => m.role === 'user');
+  return latest?.parts.map((p) => (p.type === 'text' ? p.text : '')).join('\n') ?? '';
+}
+
 const app = new Hono().post(`/api/chat/${template.id}`, async (c) => {
   const { messages } = await c.req.json<{ messages: UIMessage[] }>();
+  const text = latestUserText(messages);
+  const mode = modes.find((m) => m.regex.test(text));
+  // The tool the sequence expects after `used` calls this turn; undefined once it is done.
+  const offered = (used: number): string[] | undefined => {
+    if (mode === undefined) return undefined;
+    const next = mode.sequence[used];
+    return next !== undefined ? [next] : mode.allowed;
+  };
+  let used = 0;
   const result = streamText({
     model,
     tools,
@@ -45,6 +74,17 @@ const app = new Hono().post(`/api/chat/${template.id}`, async (c) => {
     stopWhen: isStepCount(maxSteps),
     abortSignal: c.req.raw.signal,
     ...(instructions ? { instructions } : {}),
+    prepareStep: ({ steps }) => {
+      used = 0;
+      for (const step of steps) used += step.toolCalls.length;
+      const active = offered(used);
+      return active === undefined ? {} : { activeTools: active as (keyof typeof tools)[] };
+    },
+    toolApproval: ({ toolCall }) => {
+      const active = offered(used);
+      if (active === undefined || active.includes(toolCall.toolName)) return 'not-applicable';
+      return { type: 'denied', reason: `${toolCall.toolName} is not allowed now; use ${active.join(' or ')}` };
+    },
   });
   return result.toUIMessageStreamResponse();
 });
