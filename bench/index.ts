@@ -469,6 +469,19 @@ async function benchGrowth(agent: ReferenceAgent): Promise<Row[]> {
       p99s[c]!.push(p99);
     }
   }
+  // Compile time: a new config object each time (plans are cached by object identity).
+  const compileRows: string[][] = [];
+  for (const n of [10, 100, 1_000]) {
+    const times: number[] = [];
+    for (let rep = 0; rep < (quick ? 3 : 7); rep++) {
+      const config = manyStepsConfig(n, agent.tools);
+      const t0 = performance.now();
+      compileOrchestration(config);
+      times.push(performance.now() - t0);
+    }
+    compileRows.push([int(n), fmt(median(times), 2)]);
+  }
+  console.log(table(['steps', 'compile ms (median)'], compileRows));
   const rows: Row[] = [];
   specs.forEach((spec, c) => {
     let row = rows.find((r) => r.label === spec.row);
