@@ -134,7 +134,8 @@ export class OrchestrationManager {
     }
     // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is.
     if (isPlan(config)) return config;
-    if (toolAnnotations !== undefined) return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
+    if (toolAnnotations !== undefined)
+      return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
     // Most apps pass one config object on every call: the last plan is kept beside the cache.
     if (config === this.#lastConfig) return this.#lastPlan!;
     const plan = compileOrchestration(config, this.#compileOptions);
