@@ -81,10 +81,8 @@ export function handleMessage(
     }
   }
   const selected = selectStep(plan, current, message);
-  if (events === undefined)
-    return selected.state === current && current === state
-      ? { state, events: NO_EVENTS }
-      : { state: selected.state, events: selected.events };
+  // Nothing new: selectStep's own result (its state is `state`) is the answer.
+  if (events === undefined) return selected;
   return { state: selected.state, events: selected.events.length ? [...events, ...selected.events] : events };
 }
 
@@ -115,7 +113,8 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
   const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
   const recentlyUsedTools = appendBounded(state.recentlyUsedTools, input.tool, limit);
   const next: OrchestrationState = { ...state, recentlyUsedTools };
-  const events: OrchestrationEvent[] = [];
+  // Allocated only when something happens (most recorded tools emit an event, some none).
+  let events: OrchestrationEvent[] | undefined;
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;
   if (step !== undefined && state.sequenceIndex < length) {
@@ -123,6 +122,7 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
     const slot = step.sequence[index]!;
     if (slot.set.has(input.tool)) {
       next.sequenceIndex = index + 1;
+      events ??= [];
       events.push({
         type: 'sequence-advanced',
         sessionId: state.sessionId,
@@ -134,6 +134,7 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
       if (index + 1 === length)
         events.push({ type: 'sequence-completed', sessionId: state.sessionId, step: step.name });
     } else if (!input.reserved) {
+      events ??= [];
       events.push({
         type: 'sequence-violation',
         sessionId: state.sessionId,
@@ -158,11 +159,12 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
   // copied again (changeStep's copy would be a second state per recorded tool).
   const chosen = chooseStep(plan, next, input.message)?.name;
   if (chosen !== next.activeStep) {
+    events ??= [];
     events.push({ type: 'step-changed', sessionId: state.sessionId, from: next.activeStep, to: chosen });
     next.activeStep = chosen;
     next.sequenceIndex = 0;
   }
-  return { state: next, events: events.length ? events : NO_EVENTS };
+  return { state: next, events: events ?? NO_EVENTS };
 }
 
 /**

@@ -1001,6 +1001,15 @@ function offers(
 }
 
 const NO_TOOLS: readonly string[] = Object.freeze([]);
+const NOTHING_OFFERED = Object.freeze({ offered: NO_TOOLS, enforced: NO_TOOLS });
+
+/** {@link offers} for one outcome without rules, budget or shadow mode. */
+function simpleOffer(
+  allowed: readonly string[],
+  refused: boolean,
+): { offered: readonly string[]; enforced: readonly string[] } {
+  return refused ? NOTHING_OFFERED : { offered: allowed, enforced: allowed };
+}
 
 /**
  * The tools of `tools` that the rules on calls let a model be offered in `state`: those no
@@ -1091,14 +1100,12 @@ function decideStep(
   if (budget !== undefined) {
     events.push({ type: 'budget-exceeded', sessionId: state.sessionId, ...budget, shadow });
   }
-  const { offered, enforced } = offers(
-    plan,
-    outcomes,
-    agentTools,
-    isSuperseded(state, context),
-    isCapped(state),
-    context,
-  );
+  // One outcome (no running calls), no rules, no budget, no shadow: what is offered is the
+  // view's allowed tools, already computed (the usual step; offers() would compute them again).
+  const simple = outcomes.length === 1 && !plan.hasRules && budget === undefined && !shadow;
+  const { offered, enforced } = simple
+    ? simpleOffer(view.allowedTools, isSuperseded(state, context) || isCapped(state))
+    : offers(plan, outcomes, agentTools, isSuperseded(state, context), isCapped(state), context);
   const sequence = view.sequence;
   let toolChoice: StepDecision['toolChoice'] = offered.length === 0 ? 'none' : 'auto';
   // Forced only while every offered tool fills the next position: never force a tool that

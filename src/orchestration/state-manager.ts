@@ -50,6 +50,8 @@ export class OrchestrationStateManager {
   /** The clock. */
   readonly clock: () => number;
   #store: SessionStore | undefined;
+  /** True when `#store` is the memory store created here on `clock`. */
+  readonly #ownClockStore: boolean;
   readonly #storeReady: Promise<SessionStore>;
 
   constructor(options: OrchestrationStateManagerOptions = {}) {
@@ -57,6 +59,7 @@ export class OrchestrationStateManager {
     this.ttl = options.ttl === 0 ? 0 : positiveInteger(options.ttl, 'ttl', DEFAULT_SESSION_TTL_MS);
     this.clock = options.clock ?? Date.now;
     const spec = options.store;
+    this.#ownClockStore = spec === undefined;
     if (spec === undefined || typeof spec === 'object') {
       // The default store expires sessions on the manager's clock, so an injected clock
       // governs TTLs too.
@@ -123,7 +126,12 @@ export class OrchestrationStateManager {
     if (store?.updateSync === undefined) return undefined;
     assertSessionId(sessionId);
     const now = at ?? this.clock();
-    return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn, owned));
+    // The memory store this manager created runs on its clock: it gets the time just read.
+    return store.updateSync(
+      sessionId,
+      (current) => this.#step(sessionId, current, now, fn, owned),
+      this.#ownClockStore ? now : undefined,
+    );
   }
 
   #step(

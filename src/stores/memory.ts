@@ -80,10 +80,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
   const timer = interval > 0 ? setInterval(sweepNow, interval) : undefined;
   timer?.unref?.();
 
-  function updateSync(sessionId: string, fn: StateUpdater): OrchestrationState | undefined {
+  function updateSync(sessionId: string, fn: StateUpdater, time?: number): OrchestrationState | undefined {
     assertSessionId(sessionId);
     checkOpen();
-    const at = now();
+    const at = time ?? now();
     const entry = live(sessionId, at);
     const current = entry?.state;
     const next = fn(current);

@@ -35,8 +35,10 @@ export interface SessionStore {
   /**
    * Optional synchronous form of {@link update}, for in-process stores. When present, the
    * manager uses it to skip promise round trips on its hot path; same contract otherwise.
+   * `at` is the current time on the store's own clock when the caller has just read it (the
+   * state manager does, for the memory store it created on its clock), saving a second read.
    */
-  updateSync?(sessionId: string, fn: StateUpdater): OrchestrationState | undefined;
+  updateSync?(sessionId: string, fn: StateUpdater, at?: number): OrchestrationState | undefined;
   /**
    * The session's event log, oldest first, or `[]` when it has none (see
    * `src/core/session-log.ts`). A store that implements it appends the entries
