@@ -30,6 +30,8 @@ interface ToolView {
   readonly source: readonly string[];
   readonly permitted: readonly string[];
   readonly positions: (readonly string[] | undefined)[];
+  /** Per sequence position, the transition's usual step decision for these tools (its cache). */
+  readonly decisions: unknown[];
 }
 
 /** A compiled step. */
@@ -388,6 +390,7 @@ function buildStep(
         source: agentTools.slice(),
         permitted: Object.freeze(agentTools.filter(permits)),
         positions: new Array(sequence.length),
+        decisions: [],
       };
       views.set(agentTools, view);
       return view;

@@ -1091,6 +1091,35 @@ function decideStep(
   context: TransitionContext,
   events: OrchestrationEvent[],
 ): StepDecision {
+  // The usual step (no running calls, rules, budgets or shadow mode, a turn neither superseded
+  // nor capped) depends only on the active step, the sequence position and the agent's tools:
+  // its decision is computed once per position and shared (frozen), as this runs every step.
+  if (state.pending === undefined && !plan.hasRules && !plan.hasBudgets && !isSuperseded(state, context)) {
+    const step = activeStepOf(plan, state);
+    if (step !== undefined && !(step.shadow ?? plan.shadow)) {
+      const view = step.view(agentTools);
+      const index = state.sequenceIndex;
+      let decision = view.decisions[index] as StepDecision | undefined;
+      if (decision === undefined) {
+        decision = Object.freeze(computeStepDecision(plan, state, outcomes, agentTools, context, events));
+        view.decisions[index] = decision;
+      } else if (decision.sequence?.blocked) {
+        events.push(...allowedTools(plan, state, agentTools).events);
+      }
+      return decision;
+    }
+  }
+  return computeStepDecision(plan, state, outcomes, agentTools, context, events);
+}
+
+function computeStepDecision(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  outcomes: readonly OrchestrationState[],
+  agentTools: readonly string[],
+  context: TransitionContext,
+  events: OrchestrationEvent[],
+): StepDecision {
   const known = outcomes[0]!;
   const view = viewStep(plan, known, agentTools);
   if (view.sequence?.blocked) events.push(...allowedTools(plan, known, agentTools).events);
