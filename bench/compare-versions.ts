@@ -5,8 +5,9 @@
  *   npx tsx bench/compare-versions.ts <git ref> [--rounds 5] [--reps 5]
  *
  * The other commit is checked out with `git worktree add` under bench/.cache/ (sharing this
- * checkout's node_modules) and built with its own tsconfig.build.json. Also the machinery of the
- * CI regression guard (bench/regression-guard.ts). A benchmark, never part of `npm test`.
+ * checkout's node_modules) and built with its own tsconfig.build.json, and kept for the next
+ * comparison (`git worktree remove` it when done). Also the machinery of the CI regression guard
+ * (bench/regression-guard.ts). A benchmark, never part of `npm test`.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
@@ -44,11 +45,16 @@ export function builtCheckout(ref: string): { root: string; commit: string } {
   return { root, commit };
 }
 
+/** Removes a checkout made by {@link builtCheckout} (and git's record of it). */
+export function removeCheckout(root: string): void {
+  git(['worktree', 'remove', '--force', root]);
+}
+
 /** Medians of `rounds` alternating rounds of this checkout (built first) and `ref`. */
 export async function compareWith(
   ref: string,
   options: { rounds: number; reps: number; warmup: number; log?: (line: string) => void },
-): Promise<{ mine: HarnessResult; theirs: HarnessResult; commit: string; rounds: HarnessResult[][] }> {
+): Promise<{ mine: HarnessResult; theirs: HarnessResult; commit: string; root: string; rounds: HarnessResult[][] }> {
   const other = builtCheckout(ref);
   buildCheckout(ROOT);
   const log = options.log ?? (() => undefined);
@@ -66,7 +72,7 @@ export async function compareWith(
         ),
     },
   );
-  return { mine: medians[0]!, theirs: medians[1]!, commit: other.commit, rounds };
+  return { mine: medians[0]!, theirs: medians[1]!, commit: other.commit, root: other.root, rounds };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

@@ -15,7 +15,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
-import { compareWith } from './compare-versions.js';
+import { compareWith, removeCheckout } from './compare-versions.js';
 
 /** Slower than this factor on the median fails the guard. */
 export const REGRESSION_FACTOR = 1.5;
@@ -61,6 +61,12 @@ try {
   console.log(`regression guard: the baseline ${chosen.ref} could not be built or run; not run:`);
   console.log(`  ${(error as Error).message.split('\n')[0]}`);
   process.exit(0);
+}
+// The baseline's checkout is not kept: the guard leaves no worktree behind.
+try {
+  removeCheckout(result.root);
+} catch {
+  // Already gone, or git refused: nothing depends on it.
 }
 const slower = result.mine.p50Micros / result.theirs.p50Micros;
 console.log(
