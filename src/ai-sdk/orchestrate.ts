@@ -45,7 +45,13 @@ import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
 import { toAIState } from '../core/state.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
-import { type BudgetStatus, decideToolCall, type ToolDecision, transitionAll } from '../core/transition.js';
+import {
+  type BudgetStatus,
+  decideToolCall,
+  type ToolDecision,
+  type TransitionInput,
+  transitionAll,
+} from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
@@ -325,6 +331,19 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
    * calls approved so far in the step, as if they completed (they run after every approval).
    */
   let projected: OrchestrationState | undefined;
+  /**
+   * Calls approved in the step and not yet applied to `projected`: applied only when a later
+   * approval of the same step needs them (most steps make one call, and never pay for it).
+   */
+  let unprojected: TransitionInput[] = [];
+  /** The state this step's next approval is decided on (see `projected`). */
+  const projectedState = (): OrchestrationState | undefined => {
+    const base = projected ?? turn.state;
+    if (unprojected.length === 0 || base === undefined) return base;
+    projected = transitionAll(plan, base, unprojected, context()).state;
+    unprojected = [];
+    return projected;
+  };
   /** Call ids the approval hook has seen: a fresh call that reaches execute without it is a wiring gap. */
   const approvalSeen = new Set<string>();
   /** True when a call of the latest step waits for a person's approval (the turn stops there). */
@@ -373,7 +392,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     input: unknown,
     approved: boolean,
   ): ToolDecision => {
-    const base = projected ?? turn.state;
+    const base = projectedState();
     if (base === undefined) throw new Error('orchestration: no state to decide on'); // begin() ran first
     return decideToolCall(
       plan,
@@ -390,17 +409,13 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     );
   };
   const project = (tool: string, toolCallId: string) => {
-    const base = projected ?? turn.state;
-    if (base === undefined) return;
-    projected = transitionAll(
-      plan,
-      base,
-      [
-        { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
-        { type: 'tool-completed', toolCallId },
-      ],
-      context(),
-    ).state;
+    const calls: TransitionInput[] = [
+      { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
+      { type: 'tool-completed', toolCallId },
+    ];
+    // Deferred only on a fixed base (a prepared step's state): `turn.state` moves as calls run.
+    if (projected !== undefined) unprojected.push(...calls);
+    else if (turn.state !== undefined) projected = transitionAll(plan, turn.state, calls, context()).state;
   };
   const rejected = (tool: string, toolCallId: string, decision: Extract<ToolDecision, { allowed: false }>) => {
     turn.observe({
@@ -408,7 +423,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       sessionId,
       tool,
       toolCallId,
-      step: (projected ?? turn.state)?.activeStep,
+      step: projectedState()?.activeStep,
       allowedTools: decision.allowedTools,
       reason: decision.reason,
     });
@@ -605,6 +620,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     adoptMessages(step.initialMessages);
     const { decision, state } = await turn.stepStarted(step.stepNumber);
     projected = state;
+    unprojected = [];
     const activeStep = plan.step(decision.activeStep);
     const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined = await options.prepareStep?.(step);
     const narrowing = app?.activeTools ?? options.activeTools ?? callActiveTools;
@@ -617,7 +633,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       offeredNow,
     );
     offered = offeredNow;
-    last = {
+    const info: { -readonly [K in keyof StepInfo]: StepInfo[K] } = {
       stepNumber: step.stepNumber,
       activeStep: decision.activeStep,
       stepDescription: activeStep?.description,
@@ -626,9 +642,11 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       toolChoice: offeredNow.length === 0 ? 'none' : decision.toolChoice,
       state: toAIState(state),
       shadow: decision.shadow,
-      ...(decision.wouldOffer === undefined ? {} : { wouldOffer: decision.wouldOffer }),
-      ...(decision.budget === undefined ? {} : { budget: decision.budget }),
     };
+    // Assigned, not spread: this runs before every model step.
+    if (decision.wouldOffer !== undefined) info.wouldOffer = decision.wouldOffer;
+    if (decision.budget !== undefined) info.budget = decision.budget;
+    last = info;
     if (options.onStep) {
       try {
         await options.onStep(last);
@@ -645,12 +663,14 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // template, or the rollout would change what it observes.
     const instructions =
       plan.steps.length === 0 || last.shadow ? base : withOrchestration(base, last, activeStep?.instructions);
-    const { system: _system, ...rest } = app ?? {};
-    const result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> = {
-      ...rest,
-      activeTools: offeredNow.filter((tool): tool is keyof TOOLS & string => Object.hasOwn(guarded, tool)),
-      toolChoice: choice,
-    };
+    let result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT>;
+    const activeTools = offeredNow.filter((tool): tool is keyof TOOLS & string => Object.hasOwn(guarded, tool));
+    if (app === undefined) {
+      result = { activeTools, toolChoice: choice };
+    } else {
+      const { system: _system, ...rest } = app;
+      result = { ...rest, activeTools, toolChoice: choice };
+    }
     if (instructions !== undefined) result.instructions = instructions;
     // A spent budget: no further model call for the session, whatever the app's prepareStep chose.
     if (decision.budget !== undefined && !decision.shadow) result.model = budgetSpentModel(decision.budget);
@@ -805,39 +825,47 @@ function combineToolChoice<TOOLS extends ToolSet>(
   return forcesOffered ? app : 'auto';
 }
 
+/** The sequence line's path (`a -> b or c`), per sequence of the plan (built once, not per step). */
+const sequencePaths = new WeakMap<readonly (readonly string[])[], string>();
+
+function sequencePath(tools: readonly (readonly string[])[]): string {
+  let path = sequencePaths.get(tools);
+  if (path === undefined) {
+    path = tools.map((t) => t.join(' or ')).join(' -> ');
+    sequencePaths.set(tools, path);
+  }
+  return path;
+}
+
 /** The caller's instructions plus what the model needs to know about the active step. */
 function withOrchestration(
   base: Instructions | undefined,
   info: StepInfo,
   stepInstructions: string | undefined,
 ): Instructions {
-  const lines: string[] = ['## Orchestration'];
+  // Built by concatenation: this runs before every model step.
+  let block = '## Orchestration';
   if (info.activeStep !== undefined) {
-    lines.push(`Active step: ${info.activeStep}${info.stepDescription ? ` (${info.stepDescription})` : ''}`);
-    if (stepInstructions) lines.push(stepInstructions);
+    block += `\nActive step: ${info.activeStep}${info.stepDescription ? ` (${info.stepDescription})` : ''}`;
+    if (stepInstructions) block += `\n${stepInstructions}`;
   }
   const seq = info.sequence;
   if (seq !== undefined) {
-    const path = seq.tools.map((t) => t.join(' or ')).join(' -> ');
-    lines.push(
-      seq.completed ? `Sequence ${path}: complete.` : `Sequence ${path}: position ${seq.index + 1} of ${seq.length}.`,
-    );
-    if (seq.expected && !seq.blocked) lines.push(`Next required tool: ${seq.expected.join(' or ')}`);
+    const path = sequencePath(seq.tools);
+    block += seq.completed
+      ? `\nSequence ${path}: complete.`
+      : `\nSequence ${path}: position ${seq.index + 1} of ${seq.length}.`;
+    if (seq.expected && !seq.blocked) block += `\nNext required tool: ${seq.expected.join(' or ')}`;
   }
   const budget = info.budget;
   if (budget !== undefined && !info.shadow) {
     const whose = budget.scope === 'session' ? 'this conversation' : `step "${budget.step}"`;
-    lines.push(
-      `The token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens): answer now, briefly, without tools, and say that the budget is spent.`,
-    );
+    block += `\nThe token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens): answer now, briefly, without tools, and say that the budget is spent.`;
   } else {
-    lines.push(
-      info.allowedTools.length
-        ? `Allowed tools now: ${info.allowedTools.join(', ')}`
-        : 'No tools are available in this step: answer directly.',
-    );
+    block += info.allowedTools.length
+      ? `\nAllowed tools now: ${info.allowedTools.join(', ')}`
+      : '\nNo tools are available in this step: answer directly.';
   }
-  const block = lines.join('\n');
   if (base === undefined) return block;
   if (typeof base === 'string') return `${base}\n\n${block}`;
   // Structured instructions (system messages): append ours as one more system message.
