@@ -10,7 +10,7 @@
  * (data-modifying CTEs over the write's RETURNING row), so a compare-and-set that finds no
  * row appends nothing, and a logged write costs no extra round trip.
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   BatonError,
@@ -318,11 +318,12 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     base: Revision,
     fn: StateUpdater,
   ): Promise<Outcome | undefined> {
-    const current = parse(base.json);
+    // The state this process wrote or read last is kept decoded: no JSON parse per update.
+    const current = base.state ?? parse(base.json);
     const next = callUpdater(fn, current);
     if (next === undefined || next === current) {
       const [row] = await run<WrittenRow>(client, 'checkIf', [key, at, base.revision, current.version]);
-      return row && { state: current, revision: revisionOf(row, base.json) };
+      return row && { state: current, revision: revisionOf(row, base.json, current) };
     }
     const stored = checkedState({ ...next, version: current.version + 1 });
     const json = JSON.stringify(stored);
@@ -331,7 +332,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     const [row] = await (entries
       ? run<WrittenRow>(client, 'writeIfLogged', [...values, ...entries])
       : run<WrittenRow>(client, 'writeIf', values));
-    return row && { state: stored, revision: revisionOf(row, json) };
+    return row && { state: stored, revision: revisionOf(row, json, stored) };
   }
 
   /** Creates the session when it does not exist; undefined when another creator got in first. */
@@ -351,7 +352,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       : run<WrittenRow>(client, 'insert', values));
     if (row === undefined) return undefined;
     if (maxSessions !== Number.POSITIVE_INFINITY) await evictBeyondLimit(client, key);
-    return { state: stored, revision: revisionOf(row, json) };
+    return { state: stored, revision: revisionOf(row, json, stored) };
   }
 
   /** The pessimistic path: lock the row (or win the insert), so it always makes progress. */
@@ -372,7 +373,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     const [written] = await (entries
       ? run<WrittenRow>(client, 'writeLogged', [...values, ...entries])
       : run<WrittenRow>(client, 'write', values));
-    return { state: stored, revision: written && revisionOf(written, json) };
+    return { state: stored, revision: written && revisionOf(written, json, stored) };
   }
 
   async function lockAndUpdate(client: PoolClient, key: Buffer, sessionId: string, at: number, fn: StateUpdater) {
@@ -469,7 +470,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       const revision = known.get(sessionId);
       if (revision === undefined || (revision.expiresAt !== null && revision.expiresAt <= now())) return undefined;
       try {
-        return parse(revision.json);
+        return revision.state ?? parse(revision.json);
       } catch {
         return undefined;
       }
@@ -485,7 +486,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
         return undefined;
       }
       const state = parse(row.json);
-      remember(sessionId, revisionOf(row, row.json));
+      remember(sessionId, revisionOf(row, row.json, state));
       return state;
     },
 
@@ -624,6 +625,8 @@ interface Revision {
   json: string;
   /** Milliseconds since the epoch, or null: an expired state is not offered to the updater. */
   expiresAt: number | null;
+  /** `json` decoded and checked, when this process has it already (it wrote or read it). */
+  state?: OrchestrationState | undefined;
 }
 
 /** The columns every write returns. BIGINT arrives as a string. */
@@ -632,8 +635,8 @@ interface WrittenRow {
   expires_at: string | null;
 }
 
-function revisionOf(row: WrittenRow, json: string): Revision {
-  return { revision: row.revision, json, expiresAt: row.expires_at === null ? null : Number(row.expires_at) };
+function revisionOf(row: WrittenRow, json: string, state?: OrchestrationState): Revision {
+  return { revision: row.revision, json, expiresAt: row.expires_at === null ? null : Number(row.expires_at), state };
 }
 
 /** What an update stored (or found), and the row version to remember for the next one. */
@@ -679,7 +682,7 @@ function sessionKey(sessionId: string): Buffer {
   if (/\p{Cs}/u.test(sessionId)) {
     throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
   }
-  return createHash('sha256').update(sessionId, 'utf8').digest();
+  return hash('sha256', sessionId, 'buffer');
 }
 
 /** A 64-bit advisory lock key for `name`, as the decimal string PostgreSQL parses. */
