@@ -314,6 +314,8 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     return snapshot;
   }
 
+  const withDeadline = createDeadlines(commandTimeoutMs);
+
   // One process's operations on a session run one after another (see session-lanes.ts).
   const inLane = createSessionLanes((sessionId) =>
     unavailable(
@@ -374,7 +376,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
       // holds commands back while an earlier batch awaits its replies; a caller's client
       // may have no timeout at all. So every command gets its own deadline here.
-      return await withDeadline(command(), commandTimeoutMs);
+      return await withDeadline(command());
     } catch (error) {
       if (BatonError.isInstance(error)) throw error;
       throw unavailable(`${what} failed: ${(error as Error).message}`, error);
@@ -642,20 +644,67 @@ function positive(path: string, value: number | undefined, fallback: number): nu
   return value;
 }
 
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no reply within ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+/** A command waiting for its reply, failed when `at` (from `performance.now()`) passes. */
+interface Waiting {
+  readonly at: number;
+  readonly reject: (error: Error) => void;
+  settled: boolean;
+}
+
+/**
+ * Bounds the wait for every command's reply to `ms`, with one timer for all of them: a timer
+ * set and cleared per command cost more client CPU than the rest of the command's own work.
+ * Every command gets the same bound, so deadlines come in the order commands were sent, and the
+ * timer only ever waits for the oldest unanswered one.
+ */
+function createDeadlines(ms: number): <T>(promise: Promise<T>) => Promise<T> {
+  let queue: Waiting[] = [];
+  let head = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const check = () => {
+    timer = undefined;
+    const now = performance.now();
+    for (; head < queue.length; head++) {
+      const waiting = queue[head]!;
+      if (waiting.settled) continue;
+      if (waiting.at > now) break;
+      waiting.settled = true;
+      waiting.reject(new Error(`no reply within ${ms} ms`));
+    }
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+      return;
+    }
+    if (head > 1024) {
+      queue = queue.slice(head);
+      head = 0;
+    }
+    arm(queue[head]!.at - now);
+  };
+  const arm = (delay: number) => {
+    timer = setTimeout(check, Math.max(1, Math.ceil(delay)));
+    // A command that waits keeps the process alive through its socket, not through this timer.
+    timer.unref?.();
+  };
+  return <T>(promise: Promise<T>) =>
+    new Promise<T>((resolve, reject) => {
+      const waiting: Waiting = { at: performance.now() + ms, reject, settled: false };
+      queue.push(waiting);
+      if (timer === undefined) arm(ms);
+      promise.then(
+        (value) => {
+          if (waiting.settled) return;
+          waiting.settled = true;
+          resolve(value);
+        },
+        (error: unknown) => {
+          if (waiting.settled) return;
+          waiting.settled = true;
+          reject(error);
+        },
+      );
+    });
 }
 
 function sleep(ms: number): Promise<void> {
