@@ -369,6 +369,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     queue = run.catch(() => undefined);
     return track(run);
   };
+  /** Waits for every tracked write (none is running, usually: then no promise and no tick). */
+  const idle = () => Promise.allSettled([...pending]);
   const flush = () =>
     track(turn.flush()).then(
       () => undefined,
@@ -382,7 +384,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const context = () => manager.transitionContext(messageOf(conversation), options.context);
   /** Begins the turn when a call comes before any model step (an approved call resumed). */
   const begin = async () => {
-    if (turn.state === undefined) await turn.begin();
+    if (!turn.started) await turn.begin();
     projected ??= turn.state;
   };
   const decideLocally = (
@@ -491,7 +493,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
           }
           let decision: ToolDecision;
           try {
-            if (turn.state === undefined) {
+            if (!turn.started) {
               adoptMessages(execution.messages);
               await turn.begin();
             }
@@ -592,7 +594,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       if (decision.replayed === undefined) rejected(name, id, decision);
       return { type: 'denied', reason: rejectionMessage(name, decision.reason, decision.allowedTools) };
     }
-    const status = normalizeApprovalStatus(await appApproval(options.toolApproval, args));
+    const appStatus = appApproval(options.toolApproval, args);
+    // Most calls need no approval of the app's: decided without another promise.
+    const status = normalizeApprovalStatus(isPromiseLike(appStatus) ? await appStatus : appStatus);
     if (status.type === 'denied') return status;
     // The next call of the step is decided as if this one ran (it runs before the next
     // approval's call, or waits for a person who approves it): a person is never asked to
@@ -604,7 +608,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
 
   const prepareStep: PrepareStepFunction<TOOLS, RUNTIME_CONTEXT> = async (step) => {
     if (unguarded) throw unguarded; // fail closed: the AI SDK call ends with this error
-    await Promise.allSettled([...pending]);
+    if (pending.size > 0) await idle();
     // Under a durable engine the model call that follows is checkpointed: store the previous
     // step's decisions (refusals, completions, usage) first, so a replay never finds a model
     // answer whose premises Baton did not record.
@@ -612,11 +616,13 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     prepared++;
     awaitingApproval = false;
     // Steps whose onStepEnd never came (the app replaced it): their usage still counts.
-    const missed = step.steps.filter((s) => !recordedSteps.has(s.stepNumber));
-    if (missed.length > 0) {
-      for (const s of missed) recordStep(s);
-      if (!onStepEndRan) noteMissingOnStepEnd();
+    let missed = false;
+    for (const s of step.steps) {
+      if (recordedSteps.has(s.stepNumber)) continue;
+      recordStep(s);
+      missed = true;
     }
+    if (missed && !onStepEndRan) noteMissingOnStepEnd();
     adoptMessages(step.initialMessages);
     const { decision, state } = await turn.stepStarted(step.stepNumber);
     projected = state;
@@ -688,7 +694,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const onStepEnd = async (step: StepResult<TOOLS, RUNTIME_CONTEXT>) => {
     onStepEndRan = true;
     recordStep(step);
-    await Promise.allSettled([...pending]);
+    if (pending.size > 0) await idle();
     // A step without tool calls ends the turn: write what waits, with the turn's end. Otherwise
     // it rides on the next step's first tool request (or on onEnd / settled()).
     if (step.toolCalls.length === 0) await end();
@@ -719,7 +725,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     sequenceIncomplete: () => incomplete,
     sessionState: () => turn.state,
     async settled() {
-      await Promise.allSettled([...pending]);
+      if (pending.size > 0) await idle();
       await end();
       if (turn.dirty) await flush();
       // Without the orchestration's onStepEnd, the last step's usage only comes with its onEnd.
@@ -774,10 +780,10 @@ type NeedsApproval =
  * no orchestration is involved: the generic function; else the tool's entry of the per-tool
  * configuration; else the tool's `needsApproval`.
  */
-async function appApproval<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext>(
+function appApproval<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeContext>(
   configuration: ToolApprovalConfiguration<TOOLS, RUNTIME_CONTEXT> | undefined,
   args: ToolApprovalArguments<TOOLS, RUNTIME_CONTEXT>,
-): Promise<ToolApprovalStatus> {
+): ToolApprovalStatus | PromiseLike<ToolApprovalStatus> {
   if (typeof configuration === 'function') return configuration(args);
   const { toolCall, messages } = args;
   const name = toolCall.toolName;
@@ -798,11 +804,19 @@ async function appApproval<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runtim
   if (entry != null) return entry as ToolApprovalStatus;
   const needsApproval = (args.tools?.[name] as { needsApproval?: NeedsApproval } | undefined)?.needsApproval;
   if (needsApproval == null) return undefined;
-  const needed =
-    typeof needsApproval === 'function'
-      ? await needsApproval(toolCall.input, { toolCallId: toolCall.toolCallId, messages, context: toolContext })
-      : needsApproval;
-  return needed ? 'user-approval' : undefined;
+  if (typeof needsApproval !== 'function') return needsApproval ? 'user-approval' : undefined;
+  return (async () => {
+    const needed = await needsApproval(toolCall.input, {
+      toolCallId: toolCall.toolCallId,
+      messages,
+      context: toolContext,
+    });
+    return needed ? 'user-approval' : undefined;
+  })();
+}
+
+function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | undefined)?.then === 'function';
 }
 
 /**

@@ -147,6 +147,11 @@ export class Turn {
     return this.#plan;
   }
 
+  /** True once the turn knows the session's state (`state` is defined): a test without computing it. */
+  get started(): boolean {
+    return this.#stored !== undefined;
+  }
+
   /** The last stored state with the buffered inputs applied (undefined before the first step). */
   get state(): OrchestrationState | undefined {
     if (this.#stored === undefined || this.#buffer.length === 0) return this.#stored;
