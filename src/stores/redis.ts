@@ -365,14 +365,6 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     if (inFlight++ === 0) holdProcess(true);
     try {
       if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
-      return await sendReady(what, command);
-    } finally {
-      if (--inFlight === 0) holdProcess(false);
-    }
-  }
-
-  async function sendReady<T>(what: string, command: () => Promise<T>): Promise<T> {
-    try {
       // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
       // holds commands back while an earlier batch awaits its replies; a caller's client
       // may have no timeout at all. So every command gets its own deadline here.
@@ -380,6 +372,8 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     } catch (error) {
       if (BatonError.isInstance(error)) throw error;
       throw unavailable(`${what} failed: ${(error as Error).message}`, error);
+    } finally {
+      if (--inFlight === 0) holdProcess(false);
     }
   }
 
