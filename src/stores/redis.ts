@@ -665,21 +665,24 @@ function createDeadlines(ms: number): <T>(promise: Promise<T>) => Promise<T> {
       waiting.settled = true;
       waiting.reject(new Error(`no reply within ${ms} ms`));
     }
-    if (head === queue.length) {
-      queue = [];
-      head = 0;
-      return;
-    }
-    if (head > 1024) {
-      queue = queue.slice(head);
-      head = 0;
-    }
-    arm(queue[head]!.at - now);
+    advance();
+    if (head < queue.length) arm(queue[head]!.at - now);
   };
   const arm = (delay: number) => {
     timer = setTimeout(check, Math.max(1, Math.ceil(delay)));
     // A command that waits keeps the process alive through its socket, not through this timer.
     timer.unref?.();
+  };
+  /** Drops answered commands from the front (replies mostly come in order), so none is kept long. */
+  const advance = () => {
+    while (head < queue.length && queue[head]!.settled) head++;
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+    } else if (head > 1024 && head * 2 > queue.length) {
+      queue = queue.slice(head);
+      head = 0;
+    }
   };
   return <T>(promise: Promise<T>) =>
     new Promise<T>((resolve, reject) => {
@@ -690,11 +693,13 @@ function createDeadlines(ms: number): <T>(promise: Promise<T>) => Promise<T> {
         (value) => {
           if (waiting.settled) return;
           waiting.settled = true;
+          advance();
           resolve(value);
         },
         (error: unknown) => {
           if (waiting.settled) return;
           waiting.settled = true;
+          advance();
           reject(error);
         },
       );
