@@ -350,7 +350,9 @@ export function transition(
   // One scratch list, copied only when something happened: most transitions emit nothing, and
   // this runs for every input of every turn. `transition` never calls itself, so reuse is safe.
   const events = scratchEvents;
-  events.length = 0;
+  // Setting an array's length is a runtime call in V8, costlier than the usual transition itself:
+  // the list is emptied only when something is in it (a transition that threw left it so).
+  if (events.length !== 0) events.length = 0;
   let current = expireLeases(plan, state, context, events);
   let decision: TransitionDecision | undefined;
   switch (input.type) {
@@ -565,8 +567,11 @@ export function transition(
       break;
     }
   }
-  const emitted = events.length === 0 ? NO_EVENTS : events.slice();
-  events.length = 0;
+  let emitted: readonly OrchestrationEvent[] = NO_EVENTS;
+  if (events.length !== 0) {
+    emitted = events.slice();
+    events.length = 0;
+  }
   return decision === undefined ? { state: current, events: emitted } : { state: current, events: emitted, decision };
 }
 

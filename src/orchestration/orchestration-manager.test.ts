@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { agentdockSample } from '../../test/helpers/agentdock.js';
+import { ConditionRegistry } from '../core/conditions.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { AgentTemplate, OrchestrationConfig } from '../core/schema.js';
@@ -177,6 +178,49 @@ describe('OrchestrationManager', () => {
     });
     expect(decision.allowed).toBe(false);
     expect(events.at(-1)).toMatchObject({ type: 'tool-rejected', tool: 'search', allowedTools: ['critique'] });
+  });
+
+  it('a call made from inside another (a condition, a listener) leaves both sessions right', async () => {
+    // The synchronous path reuses its working objects between calls; a call that re-enters the
+    // manager while one is under way must neither take them over nor lose its own answer.
+    const registry = new ConditionRegistry();
+    let manager: ReturnType<typeof createOrchestrationManager> | undefined;
+    const inner: Promise<unknown>[] = [];
+    registry.register({
+      type: 'records_elsewhere',
+      evaluate: () => {
+        inner.push(manager!.processToolUsage(other, [], 'inner', 'y'));
+        return false;
+      },
+    });
+    const outer = {
+      steps: [
+        { name: 'Never', conditions: [{ type: 'records_elsewhere' }], availableTools: { allowed: ['b'] } },
+        { name: 'Work', isDefault: true, sequence: ['a', 'b'], requireSequence: true },
+      ],
+    } as OrchestrationConfig;
+    const other = { steps: [{ name: 'Y', isDefault: true, sequence: ['y'] }] } as OrchestrationConfig;
+    manager = createOrchestrationManager({
+      conditions: registry,
+      onEvent: (event) => {
+        if (event.sessionId === 'outer' && event.type === 'sequence-advanced') {
+          inner.push(manager!.getAllowedTools(other, [], 'listener', ['y', 'z']));
+        }
+      },
+    });
+    expect(await manager.getAllowedTools(outer, [], 'outer', ['a', 'b'])).toEqual(['a']);
+    await manager.processToolUsage(outer, [], 'outer', 'a');
+    expect(await manager.getAllowedTools(outer, [], 'outer', ['a', 'b'])).toEqual(['b']);
+    expect(await Promise.all(inner)).toContainEqual(['y']);
+    expect(await manager.getState('outer')).toMatchObject({
+      activeStep: 'Work',
+      recentlyUsedTools: ['a'],
+      sequenceIndex: 1,
+    });
+    const recorded = await manager.getState('inner');
+    expect(recorded?.recentlyUsedTools.length).toBe(inner.length - 1);
+    expect(new Set(recorded?.recentlyUsedTools)).toEqual(new Set(['y']));
+    expect(await manager.getState('listener')).toMatchObject({ activeStep: 'Y', recentlyUsedTools: [] });
   });
 
   it('reports an exception thrown by an event listener instead of losing it or breaking the call', async () => {

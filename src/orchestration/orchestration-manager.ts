@@ -126,6 +126,8 @@ export class OrchestrationManager {
     config: OrchestrationSource | OrchestrationPlan,
     toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
   ): OrchestrationPlan {
+    // Most apps pass one config object on every call: the last plan is kept beside the cache.
+    if (config === this.#lastConfig && toolAnnotations === undefined && config !== undefined) return this.#lastPlan!;
     if (typeof config !== 'object' || config === null) {
       throw new InvalidArgumentError(
         'config',
@@ -136,8 +138,6 @@ export class OrchestrationManager {
     if (isPlan(config)) return config;
     if (toolAnnotations !== undefined)
       return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
-    // Most apps pass one config object on every call: the last plan is kept beside the cache.
-    if (config === this.#lastConfig) return this.#lastPlan!;
     const plan = compileOrchestration(config, this.#compileOptions);
     this.#lastConfig = config;
     this.#lastPlan = plan;
@@ -165,7 +165,8 @@ export class OrchestrationManager {
     try {
       const plan = isPlan(config) ? config : this.plan(config);
       const context = this.transitionContext(message, ruleContext);
-      const run = new PendingApply(plan, inputs, context, this.eventLog);
+      const run = new PendingApply(this.eventLog);
+      run.begin(plan, inputs, context);
       // The memory store updates synchronously: no promise round trips on the hot path.
       const sync = this.#states.modifySync(sessionId, run.update, context.now);
       if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
@@ -202,24 +203,35 @@ export class OrchestrationManager {
   }
 
   /**
-   * The synchronous path of {@link #applyTurn}: the applied inputs when the store answered
-   * without I/O, undefined when the caller must take the promise path. Throws what
-   * {@link #applyTurn} would reject with.
+   * The synchronous path of {@link #applyTurn}: applies the inputs, dispatches the events and
+   * returns the decisions when the store answered without I/O (the memory store); undefined when
+   * the caller must take the promise path. Throws what {@link #applyTurn} would reject with.
    */
-  #applyTurnSync(
+  #turnSync(
     config: OrchestrationSource | OrchestrationPlan,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     inputs: readonly TransitionInput[],
-  ): AppliedInputs | undefined {
-    const plan = isPlan(config) ? config : this.plan(config);
+  ): readonly (TransitionDecision | undefined)[] | undefined {
+    const plan = this.plan(config);
     const context = this.transitionContext(messageOf(messages));
-    const run = new PendingApply(plan, inputs, context, this.eventLog);
+    // One PendingApply serves every synchronous call: nothing of it outlives the call. A call
+    // made from inside the update (a custom condition) finds none idle and makes its own.
+    const run = this.#idleRun ?? new PendingApply(this.eventLog);
+    this.#idleRun = undefined;
+    run.begin(plan, inputs, context);
     // Without an event log the transition's new state is this call's alone (see modifySync).
     const state = this.#states.modifySync(sessionId, run.update, context.now, this.eventLog === 0);
+    const { decisions, events } = run;
+    run.end();
+    this.#idleRun = run;
     if (state === undefined) return undefined;
-    return refuseTurn(this.#finish(run, state));
+    this.#dispatch(events);
+    if (isRefusedMessage(decisions[0])) throwIfRefused(decisions[0], sessionId);
+    return decisions;
   }
+
+  #idleRun: PendingApply | undefined;
 
   /** The active step after handling the latest user message of `messages` (SPEC section 3). */
   async getActiveStep(
@@ -247,9 +259,9 @@ export class OrchestrationManager {
         this.#stepInputs = inputs;
       }
       // One promise per call on the memory store: the seed API's hot path (see docs/benchmarks.md).
-      const sync = this.#applyTurnSync(config, messages, sessionId, inputs);
-      if (sync !== undefined) return Promise.resolve(allowedOf(sync));
-      return this.#applyTurn(config, messages, sessionId, inputs).then(allowedOf);
+      const decisions = this.#turnSync(config, messages, sessionId, inputs);
+      if (decisions !== undefined) return Promise.resolve(allowedOf(decisions));
+      return this.#applyTurn(config, messages, sessionId, inputs).then((applied) => allowedOf(applied.decisions));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -265,13 +277,13 @@ export class OrchestrationManager {
     try {
       assertToolName(toolName);
       const inputs: readonly TransitionInput[] = [USER_MESSAGE[0]!, { type: 'tool-used', tool: toolName }];
-      const sync = this.#applyTurnSync(config, messages, sessionId, inputs);
-      if (sync !== undefined) {
-        checkRecorded(sync, sessionId, toolName);
+      const decisions = this.#turnSync(config, messages, sessionId, inputs);
+      if (decisions !== undefined) {
+        checkRecorded(decisions, sessionId, toolName);
         return RESOLVED;
       }
       return this.#applyTurn(config, messages, sessionId, inputs).then((applied) => {
-        checkRecorded(applied, sessionId, toolName);
+        checkRecorded(applied.decisions, sessionId, toolName);
       });
     } catch (error) {
       return Promise.reject(error);
@@ -295,7 +307,7 @@ export class OrchestrationManager {
       USER_MESSAGE[0]!,
       { type: 'tool-used', tool: toolName, toolCallId: options.toolCallId },
     ]);
-    checkRecorded(applied, sessionId, toolName);
+    checkRecorded(applied.decisions, sessionId, toolName);
     return { state: applied.state, events: applied.events };
   }
 
@@ -461,14 +473,19 @@ export class OrchestrationManager {
     message: MessageInfo | undefined,
     ruleContext?: Readonly<Record<string, unknown>>,
   ): TransitionContext {
-    const context = {
-      now: this.#states.clock(),
-      message,
-      historyLimit: this.#states.historyLimit,
-      leaseMs: this.leaseMs,
-    };
-    return ruleContext === undefined ? context : { ...context, ruleContext };
+    const now = this.#states.clock();
+    if (ruleContext === undefined) {
+      // Contexts are read-only: calls in the same millisecond about the same message share one.
+      const last = this.#lastContext;
+      if (last !== undefined && last.now === now && last.message === message) return last;
+      const context = { now, message, historyLimit: this.#states.historyLimit, leaseMs: this.leaseMs };
+      this.#lastContext = context;
+      return context;
+    }
+    return { now, message, historyLimit: this.#states.historyLimit, leaseMs: this.leaseMs, ruleContext };
   }
+
+  #lastContext: TransitionContext | undefined;
 
   /** Clears the session's progress (active step, history, sequence), keeping token usage. */
   async resetState(sessionId: string): Promise<void> {
@@ -517,26 +534,46 @@ export function createOrchestrationManager(options: OrchestrationManagerOptions 
 /**
  * One `apply` in flight: the updater the store calls (perhaps more than once, so it only
  * keeps the last run's results) and what that run produced. A class, so the hot path
- * allocates one object and one bound function instead of a closure per field.
+ * allocates one object and one bound function instead of a closure per field; the manager
+ * reuses one for its synchronous calls ({@link begin} to {@link end}).
  */
 class PendingApply {
   events: readonly OrchestrationEvent[] = NO_EVENTS;
-  decisions: readonly (TransitionDecision | undefined)[] = [];
+  decisions: readonly (TransitionDecision | undefined)[] = NO_DECISIONS;
   changed = false;
+  plan: OrchestrationPlan | undefined;
+  inputs: readonly TransitionInput[] = NO_INPUTS;
+  context: TransitionContext | undefined;
   readonly update: (current: OrchestrationState) => OrchestrationState;
 
   constructor(
-    readonly plan: OrchestrationPlan,
-    readonly inputs: readonly TransitionInput[],
-    readonly context: TransitionContext,
     /** Capacity of the session's event log (0: none kept). */
     readonly eventLog: number,
   ) {
     this.update = (eventLog > 0 ? this.#updateLogged : this.#update).bind(this);
   }
 
+  /** Starts a run of `inputs`. */
+  begin(plan: OrchestrationPlan, inputs: readonly TransitionInput[], context: TransitionContext): void {
+    this.plan = plan;
+    this.inputs = inputs;
+    this.context = context;
+    this.events = NO_EVENTS;
+    this.decisions = NO_DECISIONS;
+    this.changed = false;
+  }
+
+  /** Lets go of the run's inputs and results, so an idle object keeps nothing alive. */
+  end(): void {
+    this.plan = undefined;
+    this.inputs = NO_INPUTS;
+    this.context = undefined;
+    this.events = NO_EVENTS;
+    this.decisions = NO_DECISIONS;
+  }
+
   #update(current: OrchestrationState): OrchestrationState {
-    const result = transitionAll(this.plan, current, this.inputs, this.context);
+    const result = transitionAll(this.plan!, current, this.inputs, this.context!);
     this.events = result.events;
     this.decisions = result.decisions;
     this.changed = result.state !== current;
@@ -548,13 +585,15 @@ class PendingApply {
    * to the session's event log, each with the state right after the input that caused it.
    */
   #updateLogged(current: OrchestrationState): OrchestrationState {
+    const plan = this.plan!;
+    const context = this.context!;
     let state = current;
     const events: OrchestrationEvent[] = [];
     const decisions: (TransitionDecision | undefined)[] = [];
     const items: LogItem[] = [];
     for (const input of this.inputs) {
       const before = state;
-      const result = transition(this.plan, state, input, this.context);
+      const result = transition(plan, state, input, context);
       state = result.state;
       decisions.push(result.decision);
       // A message the session refused ends the batch, as in transitionAll.
@@ -580,7 +619,7 @@ class PendingApply {
         items.push({ event: withoutSession(event), state });
       }
     }
-    if (items.length > 0) state = appendToLog(state, this.eventLog, items, this.context.now, this.context.message?.key);
+    if (items.length > 0) state = appendToLog(state, this.eventLog, items, context.now, context.message?.key);
     this.events = events.length === 0 ? NO_EVENTS : events;
     this.decisions = decisions;
     this.changed = state !== current;
@@ -621,12 +660,14 @@ function committedCalls(before: OrchestrationState, after: OrchestrationState): 
   return committed;
 }
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
+const NO_DECISIONS: readonly (TransitionDecision | undefined)[] = Object.freeze([]);
+const NO_INPUTS: readonly TransitionInput[] = Object.freeze([]);
 const RESOLVED: Promise<void> = Promise.resolve();
 
 /** The allowed tools of a `getAllowedTools` turn, as a fresh array the caller may change. */
-function allowedOf(applied: AppliedInputs): string[] {
+function allowedOf(decisions: readonly (TransitionDecision | undefined)[]): string[] {
   // Spread, not slice(): V8 copies frozen arrays slowly through slice().
-  return [...(applied.decisions[1] as StepDecision).allowedTools];
+  return [...(decisions[1] as StepDecision).allowedTools];
 }
 
 /** Throws the refusal of a turn's user message; passes the applied inputs through. */
@@ -636,8 +677,12 @@ function refuseTurn(applied: AppliedInputs): AppliedInputs {
 }
 
 /** Throws when a full session refused to record the tool (`session-busy`). */
-function checkRecorded(applied: AppliedInputs, sessionId: string, toolName: string): void {
-  const recorded = applied.decisions[1] as RecordDecision;
+function checkRecorded(
+  decisions: readonly (TransitionDecision | undefined)[],
+  sessionId: string,
+  toolName: string,
+): void {
+  const recorded = decisions[1] as RecordDecision;
   if (!recorded.recorded && recorded.reason.code === 'session-busy') {
     throw new SessionRefusedError(
       'session-busy',

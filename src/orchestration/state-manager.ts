@@ -127,12 +127,31 @@ export class OrchestrationStateManager {
     assertSessionId(sessionId);
     const now = at ?? this.clock();
     // The memory store this manager created runs on its clock: it gets the time just read.
-    return store.updateSync(
-      sessionId,
-      (current) => this.#step(sessionId, current, now, fn, owned),
-      this.#ownClockStore ? now : undefined,
-    );
+    const time = this.#ownClockStore ? now : undefined;
+    // An updater that reaches this manager again (a listener, a custom condition) gets a closure
+    // of its own: the reused step below holds the outer call's arguments until it returns.
+    if (this.#syncFn !== undefined) {
+      return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn, owned), time);
+    }
+    // One updater for every synchronous modify instead of a closure per call (the seed API's hot
+    // path runs this twice per turn); its arguments are this call's for the call's duration.
+    this.#syncId = sessionId;
+    this.#syncNow = now;
+    this.#syncFn = fn;
+    this.#syncOwned = owned;
+    try {
+      return store.updateSync(sessionId, this.#syncStep, time);
+    } finally {
+      this.#syncFn = undefined;
+    }
   }
+
+  #syncId = '';
+  #syncNow = 0;
+  #syncFn: ((state: OrchestrationState) => OrchestrationState) | undefined;
+  #syncOwned = false;
+  readonly #syncStep = (current: OrchestrationState | undefined): OrchestrationState =>
+    this.#step(this.#syncId, current, this.#syncNow, this.#syncFn!, this.#syncOwned);
 
   #step(
     sessionId: string,
