@@ -60,6 +60,19 @@ export function handleMessage(
   state: OrchestrationState,
   message: MessageInfo | undefined,
 ): EngineResult {
+  return messageChange(plan, state, message) ?? { state, events: NO_EVENTS };
+}
+
+/**
+ * {@link handleMessage}, or undefined when the message changes nothing: the usual case, a
+ * message already handled and the same step chosen again, which then allocates no result (the
+ * transition runs this for every turn's user message).
+ */
+export function messageChange(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): EngineResult | undefined {
   let current = state;
   let events: OrchestrationEvent[] | undefined;
   if (message !== undefined && message.key !== state.lastMessageKey) {
@@ -80,10 +93,14 @@ export function handleMessage(
       }
     }
   }
-  const selected = selectStep(plan, current, message);
-  // Nothing new: selectStep's own result (its state is `state`) is the answer.
+  const chosen = chooseStep(plan, current, message)?.name;
+  if (chosen === current.activeStep) {
+    if (current === state) return undefined;
+    return { state: current, events: events ?? NO_EVENTS };
+  }
+  const selected = changeStep(current, chosen);
   if (events === undefined) return selected;
-  return { state: selected.state, events: selected.events.length ? [...events, ...selected.events] : events };
+  return { state: selected.state, events: [...events, ...selected.events] };
 }
 
 /** Input of {@link recordToolUse}. */

@@ -103,31 +103,31 @@ export function stepSelector(
     return found;
   };
 
+  // Each list is in configuration order: the first of its steps that holds before `best`, else
+  // `best`. Defined once, not per selection: a closure per call would be an allocation per turn.
+  const scan = (list: readonly number[] | undefined, best: number): number => {
+    if (list === undefined) return best;
+    for (let k = 0; k < list.length; k++) {
+      const i = list[k]!;
+      if (i >= best) return best;
+      const step = steps[i]!;
+      (context as { sequence: readonly ReadonlySet<string>[] }).sequence = step.sequenceSets;
+      if (holds(step, context)) return i;
+    }
+    return best;
+  };
+
   return (history, message) => {
     context.history = history;
     context.message = message;
     let best = steps.length;
-    // Each list is in configuration order: stop at the first step that holds, or at `best`.
-    const scan = (list: readonly number[] | undefined, known: boolean) => {
-      if (list === undefined) return;
-      for (let k = 0; k < list.length; k++) {
-        const i = list[k]!;
-        if (i >= best) return;
-        const step = steps[i]!;
-        (context as { sequence: readonly ReadonlySet<string>[] }).sequence = step.sequenceSets;
-        if (known || holds(step, context)) {
-          best = i;
-          return;
-        }
-      }
-    };
     const matched = messageOnly.length > 0 ? matching(message) : undefined;
     if (matched !== undefined && matched.length > 0) best = matched[0]!;
-    scan(always, false);
-    if (history.length > 0) scan(byLast.get(history[history.length - 1]!), false);
+    best = scan(always, best);
+    if (history.length > 0) best = scan(byLast.get(history[history.length - 1]!), best);
     if (byUsed.size > 0) {
-      if (history.length <= HISTORY_SCAN_LIMIT) for (const tool of history) scan(byUsed.get(tool), false);
-      else scan(usedSteps, false);
+      if (history.length <= HISTORY_SCAN_LIMIT) for (const tool of history) best = scan(byUsed.get(tool), best);
+      else best = scan(usedSteps, best);
     }
     return best < steps.length ? steps[best] : undefined;
   };

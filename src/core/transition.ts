@@ -58,6 +58,7 @@ import {
   budgetOf,
   denialOf,
   handleMessage,
+  messageChange,
   recordToolUse,
   type SequenceView,
   viewStep,
@@ -367,7 +368,9 @@ export function transition(
         current = { ...current, agentId: input.agentId };
       const message = context.message;
       if (current.pending === undefined) {
-        current = collect(onMessage(plan, current, message), events);
+        // Most turns bring a message already handled, and selection keeps the step: no change.
+        const changed = messageChange(plan, current, message);
+        if (changed !== undefined) current = collect(withStepCounts(plan, current, changed), events);
       } else if (message !== undefined && message.key !== currentMessageKey(current)) {
         // Behind a running call: replayed after it, in arrival order.
         current = appendEntry(current, { kind: 'message', ...plan.pendingMessage(message) });
@@ -697,19 +700,26 @@ export function transitionAll(
   context: TransitionContext,
 ): TransitionAllResult {
   let current = state;
-  let events: OrchestrationEvent[] | undefined;
+  // The first input's events that are not empty are taken as they are (each transition returns
+  // a list of its own); a second list is joined to a copy.
+  let events: readonly OrchestrationEvent[] = NO_EVENTS;
+  let joined: OrchestrationEvent[] | undefined;
   const decisions: (TransitionDecision | undefined)[] = new Array(inputs.length);
   for (let i = 0; i < inputs.length; i++) {
     const result = transition(plan, current, inputs[i]!, context);
     current = result.state;
     if (result.events.length > 0) {
-      events ??= [];
-      events.push(...result.events);
+      if (events.length === 0) events = result.events;
+      else {
+        joined ??= events.slice();
+        joined.push(...result.events);
+        events = joined;
+      }
     }
     decisions[i] = result.decision;
     if (isRefusedMessage(result.decision)) break;
   }
-  return { state: current, events: events ?? NO_EVENTS, decisions };
+  return { state: current, events, decisions };
 }
 
 /** A tool call to decide: what `tool-requested` carries. */
