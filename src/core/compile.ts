@@ -361,6 +361,7 @@ function buildStep(
     return ok;
   };
   const views = new WeakMap<readonly string[], ToolView>();
+  let lastView: { readonly list: readonly string[]; readonly view: ToolView } | undefined;
   const instructions = Array.isArray(step.instructions) ? step.instructions.join('\n') : step.instructions;
   return Object.freeze({
     name: step.name,
@@ -383,9 +384,17 @@ function buildStep(
     rules: Object.freeze(compileRules(step.rules, { name: step.name, index }, annotations)),
     permits,
     view(agentTools: readonly string[]): ToolView {
+      // Most callers pass one tool list again and again: the last view is checked first.
+      const recent = lastView;
+      if (recent !== undefined && recent.list === agentTools && sameList(recent.view.source, agentTools)) {
+        return recent.view;
+      }
       const hit = views.get(agentTools);
       // The list may have been mutated since it was cached: compare before trusting the cache.
-      if (hit !== undefined && sameList(hit.source, agentTools)) return hit;
+      if (hit !== undefined && sameList(hit.source, agentTools)) {
+        lastView = { list: agentTools, view: hit };
+        return hit;
+      }
       const view: ToolView = {
         source: agentTools.slice(),
         permitted: Object.freeze(agentTools.filter(permits)),
@@ -393,6 +402,7 @@ function buildStep(
         decisions: [],
       };
       views.set(agentTools, view);
+      lastView = { list: agentTools, view };
       return view;
     },
   });

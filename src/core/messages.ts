@@ -15,6 +15,12 @@ export interface ChatMessage {
 }
 
 const cache = new WeakMap<object, { index: number; info: MessageInfo }>();
+/** The latest answer, checked before the cache (it holds on to one message until the next one). */
+let last: { message: object | undefined; index: number; info: MessageInfo | undefined } = {
+  message: undefined,
+  index: -1,
+  info: undefined,
+};
 
 /**
  * The latest `role: "user"` message of `messages` as text, with a key that identifies it:
@@ -26,12 +32,18 @@ export function latestUserMessage(messages: readonly ChatMessage[] | undefined):
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];
     if (typeof message !== 'object' || message === null || message.role !== 'user') continue;
+    // The same message as last time (most calls): no lookup in the cache.
+    if (message === last.message && i === last.index) return last.info;
     const cached = cache.get(message);
-    if (cached?.index === i) return cached.info;
+    if (cached?.index === i) {
+      last = { message, ...cached };
+      return cached.info;
+    }
     const text = messageText(message);
     const id = typeof message.id === 'string' && message.id !== '' ? message.id : `#${hash(text)}`;
     const info: MessageInfo = { text, lower: text.toLowerCase(), key: `${i}:${id}` };
     cache.set(message, { index: i, info });
+    last = { message, index: i, info };
     return info;
   }
   return undefined;

@@ -378,7 +378,7 @@ export function transition(
       break;
     }
     case 'step-started': {
-      const step = decideStep(plan, current, outcomesOf(plan, current, context), input.agentTools, context, events);
+      const step = decideStep(plan, current, undefined, input.agentTools, context, events);
       const recorded =
         input.turnId !== undefined && current.replay?.turn === input.turnId
           ? current.replay.offers[input.stepNumber ?? -1]
@@ -1101,7 +1101,8 @@ type CallEntry = Extract<PendingEntry, { kind: 'call' }>;
 function decideStep(
   plan: OrchestrationPlan,
   state: OrchestrationState,
-  outcomes: readonly OrchestrationState[],
+  /** The state's outcomes, when the caller has them (else computed here, only if needed). */
+  outcomes: readonly OrchestrationState[] | undefined,
   agentTools: readonly string[],
   context: TransitionContext,
   events: OrchestrationEvent[],
@@ -1116,7 +1117,8 @@ function decideStep(
       const index = state.sequenceIndex;
       let decision = view.decisions[index] as StepDecision | undefined;
       if (decision === undefined) {
-        decision = Object.freeze(computeStepDecision(plan, state, outcomes, agentTools, context, events));
+        const all = outcomes ?? outcomesOf(plan, state, context);
+        decision = Object.freeze(computeStepDecision(plan, state, all, agentTools, context, events));
         view.decisions[index] = decision;
       } else if (decision.sequence?.blocked) {
         events.push(...allowedTools(plan, state, agentTools).events);
@@ -1124,7 +1126,7 @@ function decideStep(
       return decision;
     }
   }
-  return computeStepDecision(plan, state, outcomes, agentTools, context, events);
+  return computeStepDecision(plan, state, outcomes ?? outcomesOf(plan, state, context), agentTools, context, events);
 }
 
 function computeStepDecision(

@@ -93,7 +93,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // work in memory and fail only once the app moves to SQLite or Redis.
     assertState(next, 'state');
     const version = (current?.version ?? 0) + 1;
-    const appended = logEntriesOf(next);
+    // Entries to append come only with a state that has an event log (appendToLog sets it).
+    const appended = next.log === undefined ? undefined : logEntriesOf(next);
     // An updater may already have stamped the version (the state manager does, in the copy it
     // makes anyway): that object is stored as it is, saving a copy of the state per write. Not
     // one carrying log entries to append: those stay attached to it, and a later copy of the
