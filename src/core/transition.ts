@@ -348,6 +348,28 @@ export function transition(
   input: TransitionInput,
   context: TransitionContext,
 ): TransitionResult {
+  const decision = applyInput(plan, state, input, context);
+  const next = applied.state!;
+  const events = applied.events;
+  return decision === undefined ? { state: next, events } : { state: next, events, decision };
+}
+
+/**
+ * The result of the latest {@link applyInput} besides its decision, read right after it:
+ * `transitionAll` takes it from here instead of a result object per input.
+ */
+const applied: { state: OrchestrationState | undefined; events: readonly OrchestrationEvent[] } = {
+  state: undefined,
+  events: NO_EVENTS,
+};
+
+/** {@link transition}, leaving the new state and the events in {@link applied}. */
+function applyInput(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  input: TransitionInput,
+  context: TransitionContext,
+): TransitionDecision | undefined {
   // One scratch list, copied only when something happened: most transitions emit nothing, and
   // this runs for every input of every turn. `transition` never calls itself, so reuse is safe.
   const events = scratchEvents;
@@ -575,7 +597,9 @@ export function transition(
     emitted = events.slice();
     events.length = 0;
   }
-  return decision === undefined ? { state: current, events: emitted } : { state: current, events: emitted, decision };
+  applied.state = current;
+  applied.events = emitted;
+  return decision;
 }
 
 const scratchEvents: OrchestrationEvent[] = [];
@@ -706,18 +730,19 @@ export function transitionAll(
   let joined: OrchestrationEvent[] | undefined;
   const decisions: (TransitionDecision | undefined)[] = new Array(inputs.length);
   for (let i = 0; i < inputs.length; i++) {
-    const result = transition(plan, current, inputs[i]!, context);
-    current = result.state;
-    if (result.events.length > 0) {
-      if (events.length === 0) events = result.events;
+    const decision = applyInput(plan, current, inputs[i]!, context);
+    current = applied.state!;
+    const emitted = applied.events;
+    if (emitted.length > 0) {
+      if (events.length === 0) events = emitted;
       else {
         joined ??= events.slice();
-        joined.push(...result.events);
+        joined.push(...emitted);
         events = joined;
       }
     }
-    decisions[i] = result.decision;
-    if (isRefusedMessage(result.decision)) break;
+    decisions[i] = decision;
+    if (isRefusedMessage(decision)) break;
   }
   return { state: current, events, decisions };
 }
