@@ -127,36 +127,59 @@ export interface ToolUseInput {
  * `transition`, which decides when a call commits.
  */
 export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState, input: ToolUseInput): EngineResult {
-  const limit = plan.historyLimit ?? input.historyLimit ?? DEFAULT_HISTORY_LIMIT;
-  const recentlyUsedTools = appendBounded(state.recentlyUsedTools, input.tool, limit);
+  const events: OrchestrationEvent[] = [];
+  const next = commitToolUse(
+    plan,
+    state,
+    input.tool,
+    input.message,
+    input.historyLimit,
+    input.reserved === true,
+    events,
+  );
+  return { state: next, events: events.length === 0 ? NO_EVENTS : events };
+}
+
+/**
+ * {@link recordToolUse} with its input as arguments, pushing its events to `events`: the
+ * transition's form, which commits a tool on every seed turn without an input object, a result
+ * object or an event list of its own.
+ */
+export function commitToolUse(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  message: MessageInfo | undefined,
+  historyLimit: number | undefined,
+  reserved: boolean,
+  events: OrchestrationEvent[],
+): OrchestrationState {
+  const limit = plan.historyLimit ?? historyLimit ?? DEFAULT_HISTORY_LIMIT;
+  const recentlyUsedTools = appendBounded(state.recentlyUsedTools, tool, limit);
   const next: OrchestrationState = { ...state, recentlyUsedTools };
-  // Allocated only when something happens (most recorded tools emit an event, some none).
-  let events: OrchestrationEvent[] | undefined;
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;
   if (step !== undefined && state.sequenceIndex < length) {
     const index = state.sequenceIndex;
     const slot = step.sequence[index]!;
-    if (slot.set.has(input.tool)) {
+    if (slot.set.has(tool)) {
       next.sequenceIndex = index + 1;
-      events ??= [];
       events.push({
         type: 'sequence-advanced',
         sessionId: state.sessionId,
         step: step.name,
-        tool: input.tool,
+        tool,
         index: index + 1,
         length,
       });
       if (index + 1 === length)
         events.push({ type: 'sequence-completed', sessionId: state.sessionId, step: step.name });
-    } else if (!input.reserved) {
-      events ??= [];
+    } else if (!reserved) {
       events.push({
         type: 'sequence-violation',
         sessionId: state.sessionId,
         step: step.name,
-        tool: input.tool,
+        tool,
         expected: slot.tools,
         index,
       });
@@ -174,14 +197,13 @@ export function recordToolUse(plan: OrchestrationPlan, state: OrchestrationState
   }
   // `next` is this call's own new object: the step change is written into it rather than
   // copied again (changeStep's copy would be a second state per recorded tool).
-  const chosen = chooseStep(plan, next, input.message)?.name;
+  const chosen = chooseStep(plan, next, message)?.name;
   if (chosen !== next.activeStep) {
-    events ??= [];
     events.push({ type: 'step-changed', sessionId: state.sessionId, from: next.activeStep, to: chosen });
     next.activeStep = chosen;
     next.sequenceIndex = 0;
   }
-  return { state: next, events: events ?? NO_EVENTS };
+  return next;
 }
 
 /**

@@ -56,10 +56,10 @@ import {
   type BudgetStatus,
   budgetDenial,
   budgetOf,
+  commitToolUse,
   denialOf,
   handleMessage,
   messageChange,
-  recordToolUse,
   type SequenceView,
   viewStep,
 } from './engine.js';
@@ -557,7 +557,7 @@ function applyInput(
       decision = RECORDED;
       if (id !== undefined) current = rememberCallId(current, id);
       if (current.pending !== undefined) current = appendEntry(current, { kind: 'used', tool: input.tool });
-      else current = collect(record(plan, current, input.tool, context.message, context, false), events);
+      else current = recordInto(plan, current, input.tool, context.message, context, false, undefined, events);
       break;
     }
     case 'usage': {
@@ -1356,9 +1356,26 @@ function record(
   reserved: boolean,
   limits?: readonly string[],
 ) {
+  const events: OrchestrationEvent[] = [];
+  const next = recordInto(plan, state, tool, message, context, reserved, limits, events);
+  return { state: next, events };
+}
+
+/** {@link record}, pushing its events to `events`: no result object or event list of its own. */
+function recordInto(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  tool: string,
+  message: MessageInfo | undefined,
+  context: TransitionContext,
+  reserved: boolean,
+  limits: readonly string[] | undefined,
+  events: OrchestrationEvent[],
+): OrchestrationState {
   const counted = limits === undefined ? state : countCall(plan, state, limits, message, context.now);
-  const result = recordToolUse(plan, counted, { tool, message, historyLimit: context.historyLimit, reserved });
-  return withStepCounts(plan, counted, result);
+  const next = commitToolUse(plan, counted, tool, message, context.historyLimit, reserved, events);
+  // A step change restarts the counts of per-step limits.
+  return plan.hasRules ? resetStepCounts(plan, counted, next) : next;
 }
 
 /** Handles a user message (the engine's `handleMessage`), then drops per-step counts if the step changed. */

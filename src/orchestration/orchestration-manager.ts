@@ -93,6 +93,8 @@ export class OrchestrationManager {
   readonly eventLog: number;
   #lastConfig: OrchestrationSource | undefined;
   #lastPlan: OrchestrationPlan | undefined;
+  /** The inputs of `processToolUsage` by tool name (read-only, so shared between calls). */
+  readonly #usedInputs = new Map<string, readonly TransitionInput[]>();
   /** The inputs of the last `getAllowedTools` turn, reused while the tool list is the same array. */
   #stepInputs: readonly TransitionInput[] = USER_MESSAGE;
 
@@ -276,18 +278,34 @@ export class OrchestrationManager {
   ): Promise<void> {
     try {
       assertToolName(toolName);
-      const inputs: readonly TransitionInput[] = [USER_MESSAGE[0]!, { type: 'tool-used', tool: toolName }];
+      let inputs = this.#usedInputs.get(toolName);
+      if (inputs === undefined) {
+        inputs = Object.freeze([USER_MESSAGE[0]!, Object.freeze({ type: 'tool-used', tool: toolName } as const)]);
+        if (this.#usedInputs.size < USED_INPUTS_LIMIT) this.#usedInputs.set(toolName, inputs);
+      }
       const decisions = this.#turnSync(config, messages, sessionId, inputs);
       if (decisions !== undefined) {
         checkRecorded(decisions, sessionId, toolName);
         return RESOLVED;
       }
-      return this.#applyTurn(config, messages, sessionId, inputs).then((applied) => {
-        checkRecorded(applied.decisions, sessionId, toolName);
-      });
+      return this.#recordAsync(config, messages, sessionId, inputs, toolName);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * {@link processToolUsage} on a store that answers asynchronously. Apart, because a closure in
+   * processToolUsage itself would cost every call a context allocation, taken or not.
+   */
+  async #recordAsync(
+    config: OrchestrationSource,
+    messages: readonly ChatMessage[] | undefined,
+    sessionId: string,
+    inputs: readonly TransitionInput[],
+    toolName: string,
+  ): Promise<void> {
+    checkRecorded((await this.#applyTurn(config, messages, sessionId, inputs)).decisions, sessionId, toolName);
   }
 
   /**
@@ -660,6 +678,8 @@ function committedCalls(before: OrchestrationState, after: OrchestrationState): 
   return committed;
 }
 const USER_MESSAGE: readonly TransitionInput[] = [{ type: 'user-message' }];
+/** Most tool names whose `processToolUsage` inputs are kept (names beyond get new inputs per call). */
+const USED_INPUTS_LIMIT = 1_024;
 const NO_DECISIONS: readonly (TransitionDecision | undefined)[] = Object.freeze([]);
 const NO_INPUTS: readonly TransitionInput[] = Object.freeze([]);
 const RESOLVED: Promise<void> = Promise.resolve();

@@ -130,9 +130,7 @@ export class OrchestrationStateManager {
     const time = this.#ownClockStore ? now : undefined;
     // An updater that reaches this manager again (a listener, a custom condition) gets a closure
     // of its own: the reused step below holds the outer call's arguments until it returns.
-    if (this.#syncFn !== undefined) {
-      return store.updateSync(sessionId, (current) => this.#step(sessionId, current, now, fn, owned), time);
-    }
+    if (this.#syncFn !== undefined) return this.#nestedSync(store, sessionId, fn, now, time, owned);
     // One updater for every synchronous modify instead of a closure per call (the seed API's hot
     // path runs this twice per turn); its arguments are this call's for the call's duration.
     this.#syncId = sessionId;
@@ -144,6 +142,21 @@ export class OrchestrationStateManager {
     } finally {
       this.#syncFn = undefined;
     }
+  }
+
+  /**
+   * {@link modifySync} called from inside another (its own closure). Apart, because a closure in
+   * modifySync itself would cost every call a context allocation, taken or not.
+   */
+  #nestedSync(
+    store: SessionStore,
+    sessionId: string,
+    fn: (state: OrchestrationState) => OrchestrationState,
+    now: number,
+    time: number | undefined,
+    owned: boolean,
+  ): OrchestrationState | undefined {
+    return store.updateSync!(sessionId, (current) => this.#step(sessionId, current, now, fn, owned), time);
   }
 
   #syncId = '';
