@@ -371,8 +371,28 @@ function applyInput(
   context: TransitionContext,
 ): TransitionDecision | undefined {
   // One scratch list, copied only when something happened: most transitions emit nothing, and
-  // this runs for every input of every turn. `transition` never calls itself, so reuse is safe.
-  const events = scratchEvents;
+  // this runs for every input of every turn. A transition started while one is under way (a
+  // custom condition that calls into a manager) gets a list of its own, or it would empty the
+  // outer one's.
+  if (scratchInUse) return applyWith(plan, state, input, context, []);
+  scratchInUse = true;
+  try {
+    return applyWith(plan, state, input, context, scratchEvents);
+  } finally {
+    scratchInUse = false;
+  }
+}
+
+let scratchInUse = false;
+
+/** {@link applyInput} collecting events in `events`, which it leaves empty. */
+function applyWith(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  input: TransitionInput,
+  context: TransitionContext,
+  events: OrchestrationEvent[],
+): TransitionDecision | undefined {
   // Setting an array's length is a runtime call in V8, costlier than the usual transition itself:
   // the list is emptied only when something is in it (a transition that threw left it so).
   if (events.length !== 0) events.length = 0;
