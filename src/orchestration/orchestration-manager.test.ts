@@ -277,6 +277,18 @@ describe('OrchestrationManager', () => {
     expect(await manager.getState('c')).toBeNull();
   });
 
+  it('refuses to store the times of a clock that returns no whole milliseconds, on its own store too', async () => {
+    // The manager's own store skips re-checking the transition's states only on Date.now: times
+    // from an injected clock are checked with every write, as SQLite or Redis would check them.
+    const manager = createOrchestrationManager({ clock: () => 1_000.5 });
+    await expect(manager.processToolUsage(config, [], 'f', 'search')).rejects.toThrow(/state\.createdAt/);
+    await expect(manager.getAllowedTools(config, [], 'f', tools)).rejects.toThrow(/state\.createdAt/);
+    expect(await manager.getState('f')).toBeNull();
+    const fine = createOrchestrationManager();
+    await fine.processToolUsage(config, [], 'f', 'search');
+    expect(await fine.getState('f')).toMatchObject({ recentlyUsedTools: ['search'] });
+  });
+
   it('opens a store from a URL', async () => {
     const manager = createOrchestrationManager({ store: 'memory:' });
     await manager.processToolUsage(config, [], 'm', 'search');

@@ -16,7 +16,7 @@ import {
   type TokenUsage,
   toAIState,
 } from '../core/state.js';
-import { memoryStore } from '../stores/memory.js';
+import { type EngineUpdate, ownedMemoryStore } from '../stores/memory.js';
 import { resolveStore, type StoreSpec } from '../stores/resolve-store.js';
 import type { SessionStore } from '../stores/types.js';
 
@@ -50,6 +50,8 @@ export class OrchestrationStateManager {
   /** The clock. */
   readonly clock: () => number;
   #store: SessionStore | undefined;
+  /** The unvalidated write of the memory store created here, on the default clock. */
+  #engineUpdate: EngineUpdate | undefined;
   /** True when `#store` is the memory store created here on `clock`. */
   readonly #ownClockStore: boolean;
   readonly #storeReady: Promise<SessionStore>;
@@ -60,15 +62,20 @@ export class OrchestrationStateManager {
     this.clock = options.clock ?? Date.now;
     const spec = options.store;
     this.#ownClockStore = spec === undefined;
-    if (spec === undefined || typeof spec === 'object') {
+    if (spec === undefined) {
       // The default store expires sessions on the manager's clock, so an injected clock
       // governs TTLs too.
-      this.#store =
-        spec ??
-        memoryStore({
-          now: this.clock,
-          ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
-        });
+      const own = ownedMemoryStore({
+        now: this.clock,
+        ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+      });
+      this.#store = own.store;
+      // On the default clock, the transition's results are well formed by construction (an
+      // injected clock's times are checked with every write, as a store's are).
+      if (this.clock === Date.now) this.#engineUpdate = own.engineUpdate;
+      this.#storeReady = Promise.resolve(this.#store);
+    } else if (typeof spec === 'object') {
+      this.#store = spec;
       this.#storeReady = Promise.resolve(this.#store);
     } else {
       this.#storeReady = resolveStore(
@@ -138,6 +145,8 @@ export class OrchestrationStateManager {
     this.#syncFn = fn;
     this.#syncOwned = owned;
     try {
+      // The transition's own result (`owned`) on the store created here: already well formed.
+      if (owned && this.#engineUpdate !== undefined) return this.#engineUpdate(sessionId, this.#syncStep, now);
       return store.updateSync(sessionId, this.#syncStep, time);
     } finally {
       this.#syncFn = undefined;

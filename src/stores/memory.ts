@@ -27,6 +27,24 @@ interface Entry {
 
 /** Creates an in-memory {@link SessionStore} with sliding TTL and LRU eviction. */
 export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
+  return ownedMemoryStore(options).store;
+}
+
+/**
+ * Writes, synchronously, a state the engine computed from the session's stored state (validated
+ * when it was stored) and from checked inputs, without validating it again. Only for the state
+ * manager that created the store, whose transition results on the default clock are such states.
+ */
+export type EngineUpdate = (sessionId: string, fn: StateUpdater, at: number) => OrchestrationState | undefined;
+
+/**
+ * A memory store and its {@link EngineUpdate}, for the state manager that creates its own store:
+ * the only holder of the unvalidated write (the store itself validates every state it is given).
+ */
+export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
+  store: SessionStore;
+  engineUpdate: EngineUpdate;
+} {
   const now = options.now ?? Date.now;
   const maxSessions = options.maxSessions ?? Number.POSITIVE_INFINITY;
   if (!(maxSessions >= 1)) {
@@ -80,7 +98,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
   const timer = interval > 0 ? setInterval(sweepNow, interval) : undefined;
   timer?.unref?.();
 
-  function updateSync(sessionId: string, fn: StateUpdater, time?: number): OrchestrationState | undefined {
+  function updateSync(
+    sessionId: string,
+    fn: StateUpdater,
+    time?: number,
+    engineMade = false,
+  ): OrchestrationState | undefined {
     assertSessionId(sessionId);
     checkOpen();
     const at = time ?? now();
@@ -90,8 +113,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     // Nothing to write: no renewal either, as in every store (TTLs ride on writes).
     if (next === undefined || next === current) return current;
     // Refused as every store refuses it: a state the durable stores could not keep must not
-    // work in memory and fail only once the app moves to SQLite or Redis.
-    assertState(next, 'state');
+    // work in memory and fail only once the app moves to SQLite or Redis. (An engine result made
+    // from a state checked here is well formed by construction: see EngineUpdate.)
+    if (!engineMade) assertState(next, 'state');
     const version = (current?.version ?? 0) + 1;
     // Entries to append come only with a state that has an event log (appendToLog sets it).
     const appended = next.log === undefined ? undefined : logEntriesOf(next);
@@ -119,9 +143,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
     return stored;
   }
 
-  return {
+  const store: SessionStore = {
     name: 'memory',
-    updateSync,
+    updateSync: (sessionId, fn, time) => updateSync(sessionId, fn, time),
     peek(sessionId) {
       // In-process: the state itself, never stale.
       return closed ? undefined : live(sessionId, now())?.state;
@@ -156,6 +180,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
       entries.clear();
     },
   };
+  return { store, engineUpdate: (sessionId, fn, at) => updateSync(sessionId, fn, at, true) };
 }
 
 /** `log` with `added` appended, keeping the newest `state.log.capacity` entries. */
