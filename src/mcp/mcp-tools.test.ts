@@ -7,10 +7,11 @@
 import { fileURLToPath } from 'node:url';
 import { createMCPClient, type MCPClient, type MCPTransport } from '@ai-sdk/mcp';
 import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
-import { generateText, isStepCount } from 'ai';
+import { generateText, isStepCount, streamText } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orchestrate } from '../ai-sdk/orchestrate.js';
 import { createOrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
+import { orchestrationParts } from '../ai-sdk/orchestration-parts.js';
 import { hasAnnotation } from '../core/tool-annotations.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
@@ -241,6 +242,28 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(echo).toMatchObject({ allowed: true, allowedBy: '@readOnly' });
     const refused = explained.tools.find((t) => t.tool === `everything__${writer.name}`);
     expect(refused?.reason?.message).toContain('"@readOnly" (read-only tools: readOnlyHint true)');
+  });
+
+  it('orchestrationParts() shows the tools the turn allowed, judged by the same annotations', async () => {
+    const template = {
+      id: 'mcp-parts',
+      tools: ['everything__*'],
+      orchestration: { steps: [{ name: 'Safe', isDefault: true, availableTools: { allowed: ['@readOnly'] } }] },
+    };
+    const mcp = await mcpTools({ everything: client }, { template });
+    const manager = createOrchestrationManager();
+    const parts = orchestrationParts({ manager, config: template, toolAnnotations: mcp.toolAnnotations });
+    const model = new ScriptedModel([{ text: 'Nothing to do.' }]);
+    const orchestration = orchestrate({ manager, config: template, sessionId: 'parts', onStep: parts.onStep, ...mcp });
+    const result = streamText({ model, prompt: 'hi', stopWhen: isStepCount(2), ...orchestration });
+    const chunks: { type: string; data?: { allowedTools: string[]; final: boolean } }[] = [];
+    const reader = parts.stream(result.toUIMessageStream(), orchestration).getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value as never);
+    const snapshots = chunks.filter((c) => c.type === 'data-orchestration').map((c) => c.data!);
+    const final = snapshots.find((s) => s.final);
+    expect(final?.allowedTools).toEqual(model.offeredTools()[0]);
+    expect(final?.allowedTools).toContain('everything__echo');
+    expect(final?.allowedTools).not.toContain('everything__toggle-simulated-logging');
   });
 
   it('createOrchestratedAgent takes the same tools and annotations', async () => {

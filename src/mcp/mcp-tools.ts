@@ -8,10 +8,10 @@
  *
  * ```ts
  * import { createMCPClient } from '@ai-sdk/mcp';
- * import { Experimental_StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
+ * import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
  * import { mcpTools } from 'baton-agents/mcp';
  *
- * const files = await createMCPClient({ transport: new Experimental_StdioMCPTransport({ command: 'mcp-files' }) });
+ * const files = await createMCPClient({ transport: new StdioMCPTransport({ command: 'mcp-files' }) });
  * const mcp = await mcpTools({ files }, { template });
  * const orchestration = orchestrate({ manager, config: template, sessionId, ...mcp });
  * ```
