@@ -13,6 +13,7 @@
  *
  * Pure: no MCP SDK import here, so core stays free of optional peers.
  */
+import { InvalidArgumentError } from './errors.js';
 import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
 import { didYouMean, TemplateConfigError, TemplateIssueCode } from './template-issues.js';
 
@@ -124,7 +125,7 @@ export function compileToolPattern(
 ): CompiledPattern {
   if (!isSelectorSyntax(pattern)) return compilePattern(pattern);
   const selector = parseSelector(pattern);
-  if (selector === undefined) throw new Error(`"${pattern}" is not an annotation selector`);
+  if (selector === undefined) throw new InvalidArgumentError('pattern', unknownSelectorProblem(pattern).message);
   const unknownMatches = selectorMatches(selector, undefined);
   if (annotations === undefined || annotations.size === 0) return { pattern, selector, test: () => unknownMatches };
   const matching = new Set<string>();
