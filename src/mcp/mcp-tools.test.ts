@@ -295,6 +295,11 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     await expect(mcpTools({ 'my server': client })).rejects.toThrow(/server name "my server"/);
     await expect(mcpTools({ a__b: client })).rejects.toThrow(/not "__"/);
     const echo = { description: 'x', inputSchema: {}, execute: async () => 'x' };
+    // A server that names its tools after Object's own properties gets them as plain tools.
+    const odd = Object.assign(Object.create(null), { ['__proto__']: echo, constructor: echo }) as never;
+    const single = await mcpTools({ tools: async () => odd });
+    expect(Object.keys(single.tools)).toEqual(['__proto__', 'constructor']);
+    expect(Object.getPrototypeOf(single.tools)).toBe(null);
     await expect(mcpTools({ a: { _b: echo }, a_: { b: echo } } as never)).rejects.toThrow(
       /two tools are both named "a___b"/,
     );

@@ -92,7 +92,8 @@ export async function mcpTools(
     }
   }
   const sets = await Promise.all(servers.map(([, source]) => (isClient(source) ? source.tools() : source)));
-  const all: Record<string, Tool> = {};
+  // Without a prototype: a server may name a tool "__proto__" or "constructor".
+  const all: Record<string, Tool> = Object.create(null);
   const origins = new Map<string, { server: string; tool: string }>();
   const declared: DeclaredTool[] = [];
   servers.forEach(([server], i) => {
@@ -111,7 +112,7 @@ export async function mcpTools(
     }
   });
   const kept = options.template === undefined ? declared.map((t) => t.name) : selectTools(options.template, declared);
-  const tools: ToolSet = {};
+  const tools: ToolSet = Object.create(null);
   const toolAnnotations = new Map<string, ToolAnnotations>();
   const declaredBy = new Map(declared.map((t) => [t.name, t.annotations]));
   for (const name of kept) {
