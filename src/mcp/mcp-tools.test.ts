@@ -291,17 +291,33 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(wire.calls().slice(before)).toEqual([]);
   });
 
+  it('refuses to run without the template: forgetting it must not hand the model every tool', async () => {
+    await expect(mcpTools({ everything: client }, undefined as never)).rejects.toThrow(
+      /pass it as mcpTools\(clients, \{ template \}\)/,
+    );
+    await expect(mcpTools({ everything: client }, {} as never)).rejects.toMatchObject({ code: 'invalid-argument' });
+  });
+
   it('refuses server names that cannot be part of a tool name, and colliding names', async () => {
-    await expect(mcpTools({ 'my server': client })).rejects.toThrow(/server name "my server"/);
-    await expect(mcpTools({ a__b: client })).rejects.toThrow(/not "__"/);
+    await expect(
+      mcpTools({ 'my server': client }, { template: { orchestration: { unlistedTools: 'allowed' } } }),
+    ).rejects.toThrow(/server name "my server"/);
+    await expect(
+      mcpTools({ a__b: client }, { template: { orchestration: { unlistedTools: 'allowed' } } }),
+    ).rejects.toThrow(/not "__"/);
     const echo = { description: 'x', inputSchema: {}, execute: async () => 'x' };
     // A server that names its tools after Object's own properties gets them as plain tools.
     const odd = Object.assign(Object.create(null), { ['__proto__']: echo, constructor: echo }) as never;
-    const single = await mcpTools({ tools: async () => odd });
+    const single = await mcpTools(
+      { tools: async () => odd },
+      { template: { orchestration: { unlistedTools: 'allowed' } } },
+    );
     expect(Object.keys(single.tools)).toEqual(['__proto__', 'constructor']);
     expect(Object.getPrototypeOf(single.tools)).toBe(null);
-    await expect(mcpTools({ a: { _b: echo }, a_: { b: echo } } as never)).rejects.toThrow(
-      /two tools are both named "a___b"/,
-    );
+    await expect(
+      mcpTools({ a: { _b: echo }, a_: { b: echo } } as never, {
+        template: { orchestration: { unlistedTools: 'allowed' } },
+      }),
+    ).rejects.toThrow(/two tools are both named "a___b"/);
   });
 });
