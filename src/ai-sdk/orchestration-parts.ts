@@ -21,6 +21,7 @@
 import type { ToolSet, UIDataTypes, UIMessageChunk } from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
+import type { ToolAnnotations } from '../core/tool-annotations.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import type { Orchestration, StepInfo } from './orchestrate.js';
 import {
@@ -41,6 +42,8 @@ export interface OrchestrationPartsOptions {
   config: OrchestrationSource;
   /** The agent the parts name; default the template's `id` (required with an orchestration block). */
   agentId?: string;
+  /** The `toolAnnotations` given to `orchestrate()`, so the final part judges annotation selectors as the turn did. */
+  toolAnnotations?: ReadonlyMap<string, ToolAnnotations>;
 }
 
 /** What of an {@link Orchestration} the parts read: its tools, and the turn once it has ended. */
@@ -79,7 +82,7 @@ export function orchestrationParts(options: OrchestrationPartsOptions): Orchestr
     );
   }
   // Validated and compiled now (once per config object), so a bad config fails here.
-  const plan = options.manager.plan(options.config);
+  const plan = options.manager.plan(options.config, options.toolAnnotations);
   const steps: OrchestrationSnapshot[] = [];
   let stepsTaken = 0;
   return {

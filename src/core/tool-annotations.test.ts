@@ -181,6 +181,12 @@ describe('selectTools', () => {
     ]);
     expect(selectTools({ tools: ['fs/write'] }, declared)).toEqual([]);
   });
+
+  it('refuses a misspelt selector of a template that was not validated, saying where and what was meant', () => {
+    expect(() => selectTools({ tools: ['fs/*', '@readonly'] }, declared)).toThrow(
+      /tools\[1\]: unknown annotation selector "@readonly"[\s\S]*did you mean "@readOnly"\?/,
+    );
+  });
 });
 
 describe('annotation selectors in decisions', () => {

@@ -13,7 +13,9 @@
  *
  * Pure: no MCP SDK import here, so core stays free of optional peers.
  */
+import { InvalidArgumentError } from './errors.js';
 import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
+import { didYouMean, TemplateConfigError, TemplateIssueCode } from './template-issues.js';
 
 /**
  * MCP tool annotation hints (MCP spec defaults apply when absent: readOnly false,
@@ -69,6 +71,15 @@ export function parseSelector(pattern: string): AnnotationSelector | undefined {
   return Object.hasOwn(ANNOTATION_SELECTORS, name) ? { name: name as AnnotationSelectorName, negated } : undefined;
 }
 
+/** What is wrong with `pattern`, written as a selector but none (`@readonly`), and the likely fix. */
+export function unknownSelectorProblem(pattern: string): { message: string; hint: string | undefined } {
+  const names = Object.keys(ANNOTATION_SELECTORS).join(', ');
+  return {
+    message: `unknown annotation selector "${pattern}" (selectors: ${names}, each negatable with "!")`,
+    hint: didYouMean(pattern, SELECTOR_SPELLINGS),
+  };
+}
+
 /** True when a tool with `annotations` (undefined: it declares none) has the hint `name` names, MCP defaults applied. */
 export function hasAnnotation(name: AnnotationSelectorName, annotations: ToolAnnotations | undefined): boolean {
   const readOnly = hint(annotations?.readOnlyHint, false);
@@ -114,7 +125,7 @@ export function compileToolPattern(
 ): CompiledPattern {
   if (!isSelectorSyntax(pattern)) return compilePattern(pattern);
   const selector = parseSelector(pattern);
-  if (selector === undefined) throw new Error(`"${pattern}" is not an annotation selector`);
+  if (selector === undefined) throw new InvalidArgumentError('pattern', unknownSelectorProblem(pattern).message);
   const unknownMatches = selectorMatches(selector, undefined);
   if (annotations === undefined || annotations.size === 0) return { pattern, selector, test: () => unknownMatches };
   const matching = new Set<string>();
@@ -140,6 +151,24 @@ export function selectTools(
   declared: readonly DeclaredTool[],
 ): string[] {
   if (template.orchestration?.unlistedTools === 'allowed') return declared.map((tool) => tool.name);
+  // A template that was not validated may reach here: say what is wrong, as validation would.
+  const invalid = (template.tools ?? []).flatMap((pattern, i) =>
+    isSelectorSyntax(pattern) && parseSelector(pattern) === undefined ? [{ pattern, i }] : [],
+  );
+  if (invalid.length > 0) {
+    throw new TemplateConfigError(
+      invalid.map(({ pattern, i }) => {
+        const { message, hint } = unknownSelectorProblem(pattern);
+        return {
+          code: TemplateIssueCode.UnknownSelector,
+          severity: 'error' as const,
+          path: `tools[${i}]`,
+          message,
+          ...(hint === undefined ? {} : { hint }),
+        };
+      }),
+    );
+  }
   const annotations = new Map(declared.map((tool) => [tool.name, tool.annotations ?? {}]));
   const patterns = (template.tools ?? []).map((pattern) => compileToolPattern(pattern, annotations));
   return declared.filter((tool) => firstMatch(patterns, tool.name) !== undefined).map((tool) => tool.name);

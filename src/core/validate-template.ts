@@ -35,8 +35,8 @@ import {
   compileToolPattern,
   isSelectorSyntax,
   parseSelector,
-  SELECTOR_SPELLINGS,
   type ToolAnnotations,
+  unknownSelectorProblem,
 } from './tool-annotations.js';
 
 /** Options of template validation. */
@@ -602,12 +602,8 @@ function compilePatterns(
   return raw.flatMap((pattern, i) => {
     if (!isString(pattern) || pattern === '') return [];
     if (isSelectorSyntax(pattern) && parseSelector(pattern) === undefined) {
-      issues.error(
-        Code.UnknownSelector,
-        [...path, i],
-        `unknown annotation selector "${pattern}" (selectors: ${SELECTOR_SPELLINGS.filter((s) => !s.startsWith('!')).join(', ')}, each negatable with "!")`,
-        didYouMean(pattern, SELECTOR_SPELLINGS),
-      );
+      const { message, hint } = unknownSelectorProblem(pattern);
+      issues.error(Code.UnknownSelector, [...path, i], message, hint);
       return [];
     }
     try {

@@ -7,10 +7,11 @@
 import { fileURLToPath } from 'node:url';
 import { createMCPClient, type MCPClient, type MCPTransport } from '@ai-sdk/mcp';
 import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
-import { generateText, isStepCount } from 'ai';
+import { generateText, isStepCount, streamText } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orchestrate } from '../ai-sdk/orchestrate.js';
 import { createOrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
+import { orchestrationParts } from '../ai-sdk/orchestration-parts.js';
 import { hasAnnotation } from '../core/tool-annotations.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
@@ -243,6 +244,28 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(refused?.reason?.message).toContain('"@readOnly" (read-only tools: readOnlyHint true)');
   });
 
+  it('orchestrationParts() shows the tools the turn allowed, judged by the same annotations', async () => {
+    const template = {
+      id: 'mcp-parts',
+      tools: ['everything__*'],
+      orchestration: { steps: [{ name: 'Safe', isDefault: true, availableTools: { allowed: ['@readOnly'] } }] },
+    };
+    const mcp = await mcpTools({ everything: client }, { template });
+    const manager = createOrchestrationManager();
+    const parts = orchestrationParts({ manager, config: template, toolAnnotations: mcp.toolAnnotations });
+    const model = new ScriptedModel([{ text: 'Nothing to do.' }]);
+    const orchestration = orchestrate({ manager, config: template, sessionId: 'parts', onStep: parts.onStep, ...mcp });
+    const result = streamText({ model, prompt: 'hi', stopWhen: isStepCount(2), ...orchestration });
+    const chunks: { type: string; data?: { allowedTools: string[]; final: boolean } }[] = [];
+    const reader = parts.stream(result.toUIMessageStream(), orchestration).getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value as never);
+    const snapshots = chunks.filter((c) => c.type === 'data-orchestration').map((c) => c.data!);
+    const final = snapshots.find((s) => s.final);
+    expect(final?.allowedTools).toEqual(model.offeredTools()[0]);
+    expect(final?.allowedTools).toContain('everything__echo');
+    expect(final?.allowedTools).not.toContain('everything__toggle-simulated-logging');
+  });
+
   it('createOrchestratedAgent takes the same tools and annotations', async () => {
     const template = {
       id: 'mcp-agent-class',
@@ -268,12 +291,33 @@ describe('mcpTools() with @ai-sdk/mcp and the reference server', () => {
     expect(wire.calls().slice(before)).toEqual([]);
   });
 
-  it('refuses server names that cannot be part of a tool name, and colliding names', async () => {
-    await expect(mcpTools({ 'my server': client })).rejects.toThrow(/server name "my server"/);
-    await expect(mcpTools({ a__b: client })).rejects.toThrow(/not "__"/);
-    const echo = { description: 'x', inputSchema: {}, execute: async () => 'x' };
-    await expect(mcpTools({ a: { _b: echo }, a_: { b: echo } } as never)).rejects.toThrow(
-      /two tools are both named "a___b"/,
+  it('refuses to run without the template: forgetting it must not hand the model every tool', async () => {
+    await expect(mcpTools({ everything: client }, undefined as never)).rejects.toThrow(
+      /pass it as mcpTools\(clients, \{ template \}\)/,
     );
+    await expect(mcpTools({ everything: client }, {} as never)).rejects.toMatchObject({ code: 'invalid-argument' });
+  });
+
+  it('refuses server names that cannot be part of a tool name, and colliding names', async () => {
+    await expect(
+      mcpTools({ 'my server': client }, { template: { orchestration: { unlistedTools: 'allowed' } } }),
+    ).rejects.toThrow(/server name "my server"/);
+    await expect(
+      mcpTools({ a__b: client }, { template: { orchestration: { unlistedTools: 'allowed' } } }),
+    ).rejects.toThrow(/not "__"/);
+    const echo = { description: 'x', inputSchema: {}, execute: async () => 'x' };
+    // A server that names its tools after Object's own properties gets them as plain tools.
+    const odd = Object.assign(Object.create(null), { ['__proto__']: echo, constructor: echo }) as never;
+    const single = await mcpTools(
+      { tools: async () => odd },
+      { template: { orchestration: { unlistedTools: 'allowed' } } },
+    );
+    expect(Object.keys(single.tools)).toEqual(['__proto__', 'constructor']);
+    expect(Object.getPrototypeOf(single.tools)).toBe(null);
+    await expect(
+      mcpTools({ a: { _b: echo }, a_: { b: echo } } as never, {
+        template: { orchestration: { unlistedTools: 'allowed' } },
+      }),
+    ).rejects.toThrow(/two tools are both named "a___b"/);
   });
 });

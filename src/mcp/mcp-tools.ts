@@ -8,10 +8,10 @@
  *
  * ```ts
  * import { createMCPClient } from '@ai-sdk/mcp';
- * import { Experimental_StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
+ * import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
  * import { mcpTools } from 'baton-agents/mcp';
  *
- * const files = await createMCPClient({ transport: new Experimental_StdioMCPTransport({ command: 'mcp-files' }) });
+ * const files = await createMCPClient({ transport: new StdioMCPTransport({ command: 'mcp-files' }) });
  * const mcp = await mcpTools({ files }, { template });
  * const orchestration = orchestrate({ manager, config: template, sessionId, ...mcp });
  * ```
@@ -41,10 +41,10 @@ export interface McpToolsTemplate {
 export interface McpToolsOptions {
   /**
    * The agent's template (the `config` you pass to `orchestrate()`): only the MCP tools its
-   * `tools` list names are kept, unless `orchestration.unlistedTools` is `"allowed"`. Without a
-   * template every tool is kept (the steps' `availableTools` still apply).
+   * `tools` list names are kept, unless `orchestration.unlistedTools` is `"allowed"`. Required,
+   * so that forgetting it cannot hand the model every tool of a server: fail closed.
    */
-  template?: McpToolsTemplate | undefined;
+  template: McpToolsTemplate;
   /**
    * Between the server's name and the tool's (default `"__"`: `files__read_file`). The names
    * reach the model provider as they are, and OpenAI's and Anthropic's APIs accept only
@@ -74,8 +74,15 @@ const SERVER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/;
  */
 export async function mcpTools(
   clients: Pick<MCPClient, 'tools'> | Readonly<Record<string, McpToolSource>>,
-  options: McpToolsOptions = {},
+  options: McpToolsOptions,
 ): Promise<McpTools> {
+  const template = (options as Partial<McpToolsOptions> | undefined)?.template;
+  if (typeof template !== 'object' || template === null) {
+    throw new InvalidArgumentError(
+      'template',
+      'mcpTools() keeps the MCP tools your template lists: pass it as mcpTools(clients, { template }) (its "tools" names them, e.g. "files__*" or "@readOnly"; orchestration.unlistedTools "allowed" keeps every tool)',
+    );
+  }
   const separator = options.separator ?? '__';
   if (typeof separator !== 'string' || separator === '') {
     throw new InvalidArgumentError('separator', 'expected a non-empty string such as "__"');
@@ -92,7 +99,8 @@ export async function mcpTools(
     }
   }
   const sets = await Promise.all(servers.map(([, source]) => (isClient(source) ? source.tools() : source)));
-  const all: Record<string, Tool> = {};
+  // Without a prototype: a server may name a tool "__proto__" or "constructor".
+  const all: Record<string, Tool> = Object.create(null);
   const origins = new Map<string, { server: string; tool: string }>();
   const declared: DeclaredTool[] = [];
   servers.forEach(([server], i) => {
@@ -110,8 +118,8 @@ export async function mcpTools(
       declared.push({ name: qualified, annotations: annotationsOf(tool) });
     }
   });
-  const kept = options.template === undefined ? declared.map((t) => t.name) : selectTools(options.template, declared);
-  const tools: ToolSet = {};
+  const kept = selectTools(template, declared);
+  const tools: ToolSet = Object.create(null);
   const toolAnnotations = new Map<string, ToolAnnotations>();
   const declaredBy = new Map(declared.map((t) => [t.name, t.annotations]));
   for (const name of kept) {
