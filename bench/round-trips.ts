@@ -8,87 +8,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { isStepCount, streamText } from 'ai';
-import { Redis } from 'ioredis';
-import pg from 'pg';
-import { createAgent } from '../src/agents/create-agent.js';
-import { createOfflineModel } from '../src/ai-sdk/offline-model.js';
-import { orchestrate } from '../src/ai-sdk/orchestrate.js';
-import { createOrchestrationManager, type OrchestrationManager } from '../src/orchestration/orchestration-manager.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { createApp } from '../src/server/create-app.js';
-import { postgresStore } from '../src/stores/postgres.js';
-import { redisStore } from '../src/stores/redis.js';
-import type { SessionStore } from '../src/stores/types.js';
 import { loadTemplate } from '../src/templates/load-template.js';
 import { chunksOf, postJson, userMessage } from '../test/helpers/chat-requests.js';
+import {
+  countedPostgres,
+  countedRedis,
+  researchTurn as libraryTurn,
+  RESEARCH_QUESTION as QUESTION,
+} from '../test/helpers/counted-stores.js';
 
 const REDIS_URL = process.env.BATON_BENCH_REDIS ?? 'redis://127.0.0.1:6379';
 const POSTGRES_URL = process.env.BATON_BENCH_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
-const QUESTION = 'How many electric vehicles will be on the road by 2030?';
-
-interface Counted {
-  store: SessionStore;
-  trips: () => number;
-  close: () => Promise<void>;
-}
-
-async function countedRedis(run: string): Promise<Counted> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  await client.connect();
-  let sent = 0;
-  const original = client.sendCommand.bind(client);
-  client.sendCommand = ((...args: Parameters<typeof original>) => {
-    sent++;
-    return original(...args);
-  }) as typeof client.sendCommand;
-  const prefix = `baton-bench:trips:${run}:`;
-  const store = redisStore({ client, prefix });
-  return {
-    store,
-    trips: () => sent,
-    close: async () => {
-      await store.close();
-      const keys = await client.keys(`${prefix}*`);
-      if (keys.length > 0) await client.del(...keys);
-      client.disconnect();
-    },
-  };
-}
-
-async function countedPostgres(run: string): Promise<Counted> {
-  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
-  let sent = 0;
-  pool.on('connect', (client) => {
-    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      sent++;
-      return original(...args);
-    };
-  });
-  const table = `baton_bench_trips_${run}`;
-  const store = postgresStore({ pool, table });
-  await store.get('warm-up'); // migrations and prepared statements, before counting
-  return {
-    store,
-    trips: () => sent,
-    close: async () => {
-      await store.close();
-      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
-      await pool.end();
-    },
-  };
-}
 
 type Template = Awaited<ReturnType<typeof loadTemplate>>;
-
-async function libraryTurn(reasoner: Template, manager: OrchestrationManager, sessionId: string): Promise<void> {
-  const agent = createAgent(reasoner, { model: 'offline', manager });
-  const messages = [{ role: 'user' as const, content: QUESTION }];
-  const orchestration = orchestrate({ manager, config: reasoner, sessionId, tools: agent.tools, messages });
-  const result = streamText({ model: createOfflineModel(), messages, stopWhen: isStepCount(8), ...orchestration });
-  await result.consumeStream();
-  await orchestration.settled();
-}
 
 /** Round trips per research turn, per path, on one store. */
 export interface RoundTrips {
@@ -100,7 +34,10 @@ export interface RoundTrips {
 
 async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<RoundTrips> {
   const run = randomUUID().slice(0, 8);
-  const counted = kind === 'redis' ? await countedRedis(run) : await countedPostgres(run);
+  const counted =
+    kind === 'redis'
+      ? await countedRedis(REDIS_URL, `baton-bench:trips:${run}:`)
+      : await countedPostgres(POSTGRES_URL, `baton_bench_trips_${run}`);
   try {
     const manager = createOrchestrationManager({ store: counted.store });
     const sessionId = `trips-lib-${randomUUID()}`;

@@ -8,12 +8,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { validateTemplate } from '../src/core/validate-template.js';
 import { McpGateway } from '../src/mcp/gateway.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { redisStore } from '../src/stores/redis.js';
+import { countingRedis } from './helpers/counted-stores.js';
 import { FILESYSTEM_SERVER, ROOT, workDir } from './helpers/mcp-gateway.js';
 import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
 import { REDIS_URL } from './helpers/store-kinds.js';
@@ -27,14 +27,7 @@ describe('store round trips of the MCP gateway on Redis', async () => {
   it.skipIf(skip)(
     'two per allowed call, one per refusal, one read per tools/list',
     async () => {
-      const redis = new Redis(REDIS_URL);
-      await new Promise((resolve) => redis.once('ready', resolve));
-      let sent = 0;
-      const original = redis.sendCommand.bind(redis);
-      redis.sendCommand = ((...args: Parameters<typeof original>) => {
-        sent++;
-        return original(...args);
-      }) as typeof redis.sendCommand;
+      const { client: redis, trips: sent, reset } = await countingRedis(REDIS_URL);
       const manager = createOrchestrationManager({
         store: redisStore({ client: redis, prefix: `baton-test:mcp-trips:${RUN}:` }),
       });
@@ -53,9 +46,9 @@ describe('store round trips of the MCP gateway on Redis', async () => {
       await client.connect(clientSide);
       try {
         const trips = async (run: () => Promise<unknown>) => {
-          sent = 0;
+          reset();
           await run();
-          return sent;
+          return sent();
         };
         expect(await trips(() => client.listTools())).toBe(1);
         expect(

@@ -1,0 +1,110 @@
+/**
+ * Stores on real Redis and PostgreSQL servers that count their round trips on the wire (every
+ * command the Redis client sends, every statement a pooled PostgreSQL client runs), and the
+ * research turn whose round trips the tests and `npm run bench` count. One copy, shared by
+ * test/round-trips.test.ts, test/mcp-round-trips.test.ts and bench/round-trips.ts, so the
+ * figures the benchmark prints are counted the way the tests assert them.
+ */
+import { isStepCount, streamText } from 'ai';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createAgent } from '../../src/agents/create-agent.js';
+import { createOfflineModel } from '../../src/ai-sdk/offline-model.js';
+import { orchestrate } from '../../src/ai-sdk/orchestrate.js';
+import type { OrchestrationManager } from '../../src/orchestration/orchestration-manager.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { redisStore } from '../../src/stores/redis.js';
+import type { SessionStore } from '../../src/stores/types.js';
+import type { loadTemplate } from '../../src/templates/load-template.js';
+
+/** The question of a research turn: ResearchMode runs search, think, reflect, then answers. */
+export const RESEARCH_QUESTION = 'How many electric vehicles will be on the road by 2030?';
+
+/** A store on the wire, and the round trips it made since the last `reset()`. */
+export interface CountedStore {
+  store: SessionStore;
+  trips: () => number;
+  reset: () => void;
+  /** Closes the store and removes what it wrote (its keys, its tables). */
+  close: () => Promise<void>;
+}
+
+/** A Redis client that counts the commands it sends. */
+export async function countingRedis(url: string): Promise<{ client: Redis; trips: () => number; reset: () => void }> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await client.connect();
+  let sent = 0;
+  const original = client.sendCommand.bind(client);
+  client.sendCommand = ((...args: Parameters<typeof original>) => {
+    sent++;
+    return original(...args);
+  }) as typeof client.sendCommand;
+  return {
+    client,
+    trips: () => sent,
+    reset: () => {
+      sent = 0;
+    },
+  };
+}
+
+/** A Redis store under `prefix`, counted. */
+export async function countedRedis(url: string, prefix: string): Promise<CountedStore> {
+  const { client, trips, reset } = await countingRedis(url);
+  const store = redisStore({ client, prefix });
+  return {
+    store,
+    trips,
+    reset,
+    close: async () => {
+      await store.close();
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+      client.disconnect();
+    },
+  };
+}
+
+/** A PostgreSQL store in `table`, counted from after its migrations. */
+export async function countedPostgres(url: string, table: string): Promise<CountedStore> {
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  let sent = 0;
+  pool.on('connect', (client) => {
+    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      sent++;
+      return original(...args);
+    };
+  });
+  const store = postgresStore({ pool, table });
+  await store.get('warm-up'); // migrations and prepared statements, before counting
+  sent = 0;
+  return {
+    store,
+    trips: () => sent,
+    reset: () => {
+      sent = 0;
+    },
+    close: async () => {
+      await store.close();
+      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
+      await pool.end();
+    },
+  };
+}
+
+type Template = Awaited<ReturnType<typeof loadTemplate>>;
+
+/** One research turn through `orchestrate()` + `streamText` with the offline model on `manager`. */
+export async function researchTurn(
+  template: Template,
+  manager: OrchestrationManager,
+  sessionId: string,
+): Promise<void> {
+  const agent = createAgent(template, { model: 'offline', manager });
+  const messages = [{ role: 'user' as const, content: RESEARCH_QUESTION }];
+  const orchestration = orchestrate({ manager, config: template, sessionId, tools: agent.tools, messages });
+  const result = streamText({ model: createOfflineModel(), messages, stopWhen: isStepCount(8), ...orchestration });
+  await result.consumeStream();
+  await orchestration.settled();
+}
