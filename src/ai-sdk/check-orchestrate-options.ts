@@ -63,18 +63,64 @@ const orchestrateOptionsSchema = z.strictObject(
   ),
 );
 
+const optionKeys = Object.keys(orchestrateOptionSchemas) as (keyof typeof orchestrateOptionSchemas)[];
+const requiredKeys = new Set<string>(['manager', 'config', 'sessionId', 'tools']);
+
+/**
+ * Option values (objects and functions) that passed their option's schema before, with the
+ * options they passed as. `orchestrate()` runs every turn, mostly with the same manager, config,
+ * tools and callbacks: each is checked once per object (as the manager compiles a config once
+ * per object), and a turn checks only what is new. Arrays (messages, activeTools) are checked
+ * every time: an app appends to its message array between turns.
+ */
+const passed = new WeakMap<object, Set<string>>();
+
+const isCacheable = (value: unknown): value is object =>
+  typeof value === 'function' || (typeof value === 'object' && value !== null && !Array.isArray(value));
+
+/**
+ * True when every option is known and passes its schema, its objects and functions by an
+ * earlier check of the same object (zod decides every verdict; this only remembers them).
+ */
+function passedBefore(options: Readonly<Record<string, unknown>>): boolean {
+  for (const key of Object.keys(options)) if (!Object.hasOwn(orchestrateOptionSchemas, key)) return false;
+  for (const key of optionKeys) {
+    const value = options[key];
+    if (value === undefined) {
+      if (requiredKeys.has(key)) return false;
+    } else if (isCacheable(value)) {
+      if (passed.get(value)?.has(key) !== true) return false;
+    } else if (!orchestrateOptionSchemas[key].safeParse(value).success) return false;
+  }
+  return true;
+}
+
+/** Remembers the objects and functions of options that passed (see {@link passed}). */
+function rememberPassed(options: Readonly<Record<string, unknown>>): void {
+  for (const key of optionKeys) {
+    const value = options[key];
+    if (!isCacheable(value)) continue;
+    const keys = passed.get(value);
+    if (keys === undefined) passed.set(value, new Set([key]));
+    else keys.add(key);
+  }
+}
+
 /** Throws one `TemplateConfigError` listing every problem of `orchestrate()`'s options. */
 export function assertOrchestrateOptions(options: unknown): void {
-  const issues = optionIssues(orchestrateOptionsSchema, options);
+  const known = isObject(options) && passedBefore(options as Readonly<Record<string, unknown>>);
+  const issues = known ? [] : optionIssues(orchestrateOptionsSchema, options);
   if (isObject(options)) {
     const { manager, config, tools, toolAnnotations } = options as Partial<
       Record<'manager' | 'config' | 'tools' | 'toolAnnotations', unknown>
     >;
     const annotations =
       toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
+    // Checked every time: whether a config suits the tools depends on both (the plan is cached).
     issues.push(...configIssues(manager, config, tools, annotations));
   }
   throwOnErrors(issues, 'orchestrate() options');
+  if (!known) rememberPassed(options as Readonly<Record<string, unknown>>);
 }
 
 const orchestratedAgentSchema = z.looseObject({

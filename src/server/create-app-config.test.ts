@@ -169,6 +169,28 @@ describe('createAgent, orchestrate() and OrchestratedAgent check what they are g
     expect((await manager.getState('s1'))?.recentlyUsedTools.length).toBeGreaterThan(0);
   });
 
+  it('orchestrate() checks every turn: what passed on one turn does not let a bad option through on the next', () => {
+    const manager = createOrchestrationManager();
+    const tools = { search };
+    const onError = () => undefined;
+    const ok = { manager, config: good, tools, onError };
+    // The same manager, config, tools and callback pass turn after turn (checked once per object) ...
+    for (let turn = 0; turn < 3; turn++) orchestrate({ ...ok, sessionId: `s${turn}`, messages: [] });
+    // ... while whatever is new or wrong on a later turn is still refused, with its path.
+    const refused = (options: Record<string, unknown>) =>
+      paths(configErrorOf(() => orchestrate(options as never)).issues);
+    expect(refused({ ...ok, sessionId: '' })).toEqual(['sessionId']);
+    expect(refused({ ...ok, sessionId: 's', messages: ['hello'] })).toEqual(['messages[0]']);
+    expect(refused({ ...ok, sessionId: 's', stopWhen: 3 })).toEqual(['stopWhen']);
+    expect(refused({ ...ok, sessionId: 's', activeTools: [1] })).toEqual(['activeTools[0]']);
+    // An object that passed as one option is not trusted as another: a function is not a tool set.
+    expect(refused({ ...ok, sessionId: 's', tools: onError })).toEqual(['tools']);
+    expect(refused({ ...ok, sessionId: 's', onStep: tools })).toEqual(['onStep']);
+    expect(refused({ manager, config: good, sessionId: 's' })).toEqual(['tools']);
+    // The config is checked against these tools on every turn, not only the first time it passed.
+    expect(refused({ ...ok, sessionId: 's', config: withTypo })).toEqual(['config.orchestration.rulez']);
+  });
+
   it('OrchestratedAgent refuses a config with an unknown key when it is built', () => {
     const manager = createOrchestrationManager();
     const error = configErrorOf(() =>
