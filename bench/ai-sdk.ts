@@ -122,8 +122,10 @@ const RESEARCH = /research|how many/i;
 /**
  * One turn with the same filtering written by hand, as an app would without Baton: the mode from
  * the latest user message (the config's ResearchMode regex), `prepareStep` offering only the
- * sequence's next tool (`activeTools`), and an approval hook refusing any other call. No state is
- * kept between turns (nothing survives a restart or a second process: what Baton's store is for).
+ * sequence's next tool (`activeTools`) and, once the sequence is complete, the step's tools again
+ * (SPEC section 4: the final model step is offered all three, as Baton offers them), and an
+ * approval hook refusing any other call. No state is kept between turns (nothing survives a
+ * restart or a second process: what Baton's store is for).
  */
 async function handTurn(model: LanguageModelV4, tools: ToolSet, messages: ModelMessage[]): Promise<TurnCheck> {
   const latest = messages.findLast((m) => m.role === 'user');
@@ -142,11 +144,13 @@ async function handTurn(model: LanguageModelV4, tools: ToolSet, messages: ModelM
     prepareStep: ({ steps }) => {
       done = steps;
       const next = expected(steps);
-      return research ? { activeTools: next === undefined ? [] : [next] } : {};
+      return research ? { activeTools: next === undefined ? [...SEQUENCE] : [next] } : {};
     },
     toolApproval: ({ toolCall }) => {
       const next = expected(done);
-      if (!research || toolCall.toolName === next) return 'not-applicable';
+      const allowed =
+        next === undefined ? (SEQUENCE as readonly string[]).includes(toolCall.toolName) : toolCall.toolName === next;
+      if (!research || allowed) return 'not-applicable';
       return { type: 'denied', reason: `expected ${next ?? 'no tool'} next` };
     },
   });
