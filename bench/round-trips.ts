@@ -3,8 +3,8 @@
  * answer), counted on the wire of real Redis and PostgreSQL servers the way
  * test/round-trips.test.ts counts them (every Redis command the client sends, every PostgreSQL
  * statement a pooled client runs): through the library (`orchestrate()` + `streamText`, a
- * session the store knows) and through the server (`createApp`, a new session and a continued
- * one). Printed by `npm run bench`; alone: `npx tsx bench/round-trips.ts`.
+ * new session and one the store knows) and through the server (`createApp`, a new session and a
+ * continued one). Printed by `npm run bench`; alone: `npx tsx bench/round-trips.ts`.
  */
 import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
@@ -27,7 +27,13 @@ type Template = Awaited<ReturnType<typeof loadTemplate>>;
 /** Round trips per research turn, per path, on one store. */
 export interface RoundTrips {
   store: 'redis' | 'postgres';
+  /** A session the store knows (this process read or wrote it): the turn begins without a round trip. */
   library: number;
+  /**
+   * A session the process has not seen: the library reads it (in the turn's first update) before
+   * the first model step, to offer what its state allows.
+   */
+  libraryNewSession: number;
   serverNewSession: number;
   serverContinued: number;
 }
@@ -41,8 +47,10 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
   try {
     const manager = createOrchestrationManager({ store: counted.store });
     const sessionId = `trips-lib-${randomUUID()}`;
-    await libraryTurn(reasoner, manager, sessionId); // a new session: the store learns it
     let before = counted.trips();
+    await libraryTurn(reasoner, manager, sessionId); // a new session: the store learns it
+    const libraryNewSession = counted.trips() - before;
+    before = counted.trips();
     await libraryTurn(reasoner, manager, sessionId);
     const library = counted.trips() - before;
 
@@ -65,7 +73,7 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
           ],
         }),
       );
-      return { store: kind, library, serverNewSession, serverContinued: counted.trips() - before };
+      return { store: kind, library, libraryNewSession, serverNewSession, serverContinued: counted.trips() - before };
     } finally {
       await app.close();
     }
@@ -91,10 +99,10 @@ export async function runRoundTrips(): Promise<{ results: RoundTrips[]; skipped:
 
 /** The table `npm run bench` prints. */
 export function formatRoundTrips({ results, skipped }: Awaited<ReturnType<typeof runRoundTrips>>): string {
-  const lines = ['store       library (known session)  server, new session  server, continued'];
+  const lines = ['store       library, known session  library, new session  server, new session  server, continued'];
   for (const r of results) {
     lines.push(
-      `${r.store.padEnd(10)}  ${String(r.library).padStart(23)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
+      `${r.store.padEnd(10)}  ${String(r.library).padStart(22)}  ${String(r.libraryNewSession).padStart(20)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
     );
   }
   for (const s of skipped) lines.push(`not measured: ${s}`);
