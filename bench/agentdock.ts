@@ -32,6 +32,8 @@ export type AgentDockLoad =
 const DEFAULT_MIRROR = '/work/.mirror/AgentDock+AgentDock/repo';
 const CACHE = resolve(import.meta.dirname, '.cache');
 const ENTRY = 'agentdock-core/src/orchestration/index.ts';
+/** Set once AgentDock's bundle has loaded: its package stand-ins throw when called after that. */
+const LOADED = '__batonAgentDockLoaded';
 
 function git(gitDir: string, args: readonly string[]): Buffer {
   return execFileSync('git', [`--git-dir=${gitDir}`, ...args], { maxBuffer: 256 * 1024 * 1024 });
@@ -93,7 +95,10 @@ export async function loadAgentDock(): Promise<AgentDockLoad> {
           // AgentDock's orchestration module reaches, through shared files, its LLM providers and
           // storage clients (packages this repository does not install); the orchestration path
           // the harness runs (memory storage, no model) never calls them, so every package import
-          // becomes an empty stand-in. Node's built-ins stay real.
+          // becomes an empty stand-in. Node's built-ins stay real. A stand-in answers what
+          // AgentDock's modules do with it while they load; called once they have loaded (the
+          // measured path reaching a package after all), it throws, naming the package, so a
+          // figure never silently includes a no-op.
           name: 'absent-packages',
           setup(b) {
             b.onResolve({ filter: /^[^./]/ }, (args) =>
@@ -101,15 +106,17 @@ export async function loadAgentDock(): Promise<AgentDockLoad> {
                 ? { path: args.path, external: true }
                 : { path: args.path, namespace: 'absent' },
             );
-            b.onLoad({ filter: /.*/, namespace: 'absent' }, () => ({
-              contents:
-                'const stub = new Proxy(function () {}, { get: (_t, k) => (k === "__esModule" ? false : stub) }); module.exports = stub;',
+            b.onLoad({ filter: /.*/, namespace: 'absent' }, (args) => ({
+              contents: `const used = () => { if (globalThis[${JSON.stringify(LOADED)}]) throw new Error(${JSON.stringify(`AgentDock's harness path used the package "${args.path}", which the benchmark replaces with a stand-in: its figures would not be AgentDock's`)}); return stub; };
+const stub = new Proxy(function () {}, { get: (_t, k) => (k === "__esModule" ? false : stub), apply: used, construct: used });
+module.exports = stub;`,
               loader: 'js',
             }));
           },
         },
       ],
     });
+    (globalThis as Record<string, unknown>)[LOADED] = false;
     const mod = (await import(pathToFileURL(outfile).href)) as {
       createOrchestrationManager?: () => AgentDockManager;
       logger?: { setLogLevel(level: unknown): void };
@@ -121,6 +128,8 @@ export async function loadAgentDock(): Promise<AgentDockLoad> {
     // harness) keeps errors only, so its logger's level checks stay in the measured path but
     // nothing is printed.
     mod.logger?.setLogLevel(mod.LogLevel?.ERROR);
+    // From now on a stand-in that is called throws (see the plugin above).
+    (globalThis as Record<string, unknown>)[LOADED] = true;
     return { ok: true, create: () => create(), source: location, commit };
   } catch (error) {
     return { ok: false, reason: `AgentDock could not be loaded from ${location}: ${(error as Error).message}` };
