@@ -11,6 +11,7 @@ import {
   isStepCount,
   type LanguageModel,
   type ModelMessage,
+  NoOutputGeneratedError,
   type StepResult,
   type ToolSet,
   type UIMessage,
@@ -119,6 +120,14 @@ export interface HandleMessageOptions<TOOLS extends ToolSet = ToolSet> {
   /** Callbacks of the stream (errors they throw, and failed state writes, go to `onCallbackError`). */
   stream?: HandleMessageStreamOptions<TOOLS>;
   /**
+   * True when the caller reads the result's stream to its end at the pace it is produced (the
+   * HTTP server does, into a response that buffers for a slow client). By default the turn is
+   * also read in the background, so that it runs to its end, and `finalOrchestrationState`
+   * resolves, whether or not its stream is read; that second reader costs every chunk of the
+   * turn another branch of the result's stream.
+   */
+  callerDrains?: boolean;
+  /**
    * Signs the approval requests of this turn and verifies the approvals its history grants (the
    * AI SDK's `experimental_toolApprovalSecret`); derive one per session with `toolApprovalSecret()`.
    */
@@ -221,6 +230,7 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
       stream = {},
       manager: turnManager,
       toolApprovalSecret,
+      callerDrains = false,
     }: HandleMessageOptions<TOOLS>): Promise<OrchestratedStreamResult<TOOLS>> {
       if (!Array.isArray(messages)) {
         throw new InvalidArgumentError('messages', 'expected an array of messages');
@@ -246,8 +256,13 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
             : await sessions.getState(sessionId);
       const modelMessages = await toModelMessages(messages, tools);
 
-      // The turn ends with the call's onEnd; a turn that failed before any step ended, or was
-      // aborted, gets no onEnd, and its result's promises reject instead.
+      // The turn ends with the call's onEnd, or when aborted. The AI SDK calls no onEnd for a turn
+      // in which no step ended, or whose stream ended in a NoOutputGeneratedError (its result's
+      // promises reject instead): the transform below sees both, and ends such a turn when the
+      // stream of its parts ends. Not by awaiting the result's promises: in the AI SDK, reading
+      // one starts a second reader of the whole stream.
+      let stepsEnded = 0;
+      let noOutput = false;
       let endTurn: () => void = () => undefined;
       const turnEnded = new Promise<void>((resolve) => {
         endTurn = resolve;
@@ -271,11 +286,16 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
         experimental_transform: () =>
           new TransformStream({
             transform(part, controller) {
+              if (part.type === 'finish-step') stepsEnded++;
               if (part.type === 'error') {
+                if (NoOutputGeneratedError.isInstance(part.error)) noOutput = true;
                 if (isObject(part.error)) reportedToCaller.add(part.error);
                 reportError(part.error, 'stream');
               }
               controller.enqueue(part);
+            },
+            flush() {
+              if (stepsEnded === 0 || noOutput) endTurn();
             },
           }),
         ...(onStepFinish
@@ -290,7 +310,7 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
           endTurn();
         },
       });
-      void Promise.resolve(result.finishReason).then(undefined, () => endTurn());
+      if (!callerDrains) void result.consumeStream();
       const { orchestration } = result;
       const finalOrchestrationState = turnEnded.then(async () => {
         await orchestration.settled().catch(() => undefined); // failures went to onCallbackError
