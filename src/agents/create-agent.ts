@@ -7,6 +7,7 @@
  * server, `baton chat` and an app calling `agent.toolLoopAgent` run the very same agent.
  */
 import {
+  AI_SDK_TELEMETRY_TRACING_CHANNEL,
   convertToModelMessages,
   isStepCount,
   type LanguageModel,
@@ -206,6 +207,12 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
     config: template,
     stopWhen: isStepCount(maxSteps),
     telemetry,
+    // The AI SDK builds a filtered copy of every telemetry event of a call (recordInputs and
+    // recordOutputs false), whether or not anything receives it. A call that starts with no
+    // receiver has its telemetry off instead: it records nothing at all (a receiver that
+    // subscribes during the call misses it, as it would have missed its start).
+    prepareCall: (call) =>
+      aiSdkTelemetryListens() ? call : { ...call, telemetry: { ...telemetry, isEnabled: false } },
     ...(instructions ? { instructions } : {}),
     // The AI SDK logs a model loop's error to the console unless told otherwise; a turn of
     // handleMessage reports its own to its caller (onCallbackError), so it is not logged twice.
@@ -327,6 +334,21 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
       }) as unknown as OrchestratedStreamResult<TOOLS>;
     },
   };
+}
+
+const diagnosticsChannel = (
+  globalThis.process as { getBuiltinModule?: (id: string) => typeof import('node:diagnostics_channel') } | undefined
+)?.getBuiltinModule?.('node:diagnostics_channel');
+
+/**
+ * True when something receives the AI SDK's telemetry of a call starting now: an integration
+ * registered with `registerTelemetry()`, or a subscriber of its tracing channel (where the
+ * runtime cannot tell, assume one).
+ */
+function aiSdkTelemetryListens(): boolean {
+  if ((globalThis.AI_SDK_TELEMETRY_INTEGRATIONS?.length ?? 0) > 0) return true;
+  const channel = diagnosticsChannel?.tracingChannel?.(AI_SDK_TELEMETRY_TRACING_CHANNEL);
+  return channel === undefined || channel.hasSubscribers !== false;
 }
 
 /** Errors of a turn that its caller was given, so the agent's onError does not log them again. */
