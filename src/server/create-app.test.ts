@@ -244,6 +244,19 @@ describe('a client that leaves', () => {
   });
 });
 
+describe('a client that reads slowly', () => {
+  it('does not hold its turn: the turn runs to its end, and the next one starts, before it reads a byte', async () => {
+    const app = makeApp({ maxTurns: 1, maxQueuedTurns: 1 });
+    const unread = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
+    // The app's only slot is the first turn's until that turn has ended.
+    const next = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
+    const snapshots = (await chunksOf(next)).filter((c) => c.type === 'data-orchestration');
+    expect(snapshots.length).toBeGreaterThan(1);
+    // The first answer was kept whole for its client.
+    expect((await chunksOf(unread)).at(-1)).toEqual({ type: 'finish', finishReason: 'stop' });
+  });
+});
+
 describe('a model that fails', () => {
   // A turn of the app's one slot: were a failed turn never to end, the second would wait forever.
   const failing: [string, () => MockLanguageModelV4][] = [
