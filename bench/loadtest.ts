@@ -22,7 +22,11 @@
  *   orchestration), `--rounds <n>` times each (default 3), and prints both side by side with
  *   the ratios of their medians;
  * - `--compare-workers <n>`: alternates Baton with one worker and with `n` workers, the same way;
- * - `--cpu-prof <dir>`: write V8 CPU profiles of the server processes there.
+ * - `--cpu-prof <dir>`: write V8 CPU profiles of the server processes there (with `--compare-bare`,
+ *   both servers: Baton's starts first, so its file has the lower process id). Each covers the
+ *   server's whole life (start, warm-up, every run, idle time while the other server ran); the
+ *   profiler slows a server by a different factor than the other, so compare where their time
+ *   goes, and take the CPU per request from a run without it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';

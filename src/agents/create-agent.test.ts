@@ -1,4 +1,5 @@
-import { type ModelMessage, type ToolSet, tool, type UIMessage } from 'ai';
+import { tracingChannel } from 'node:diagnostics_channel';
+import { AI_SDK_TELEMETRY_TRACING_CHANNEL, type ModelMessage, type ToolSet, tool, type UIMessage } from 'ai';
 import { describe, expect, expectTypeOf, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { CoreLLM, MissingApiKeyError } from '../ai-sdk/core-llm.js';
@@ -396,3 +397,42 @@ describe('createAgent types and its ToolLoopAgent', () => {
     expect(errors.filter((name) => name === 'onStepFinish')).toHaveLength(4);
   });
 });
+
+describe('createAgent and the AI SDK tracing channel', () => {
+  it('sends a subscriber of the channel no message text unless recordContent', async () => {
+    const secret = 'my card number is 4111 1111 1111 1111';
+    const received: unknown[] = [];
+    const channel = tracingChannel(AI_SDK_TELEMETRY_TRACING_CHANNEL);
+    const subscriber = {
+      start: (message: unknown) => received.push(message),
+      end: () => undefined,
+      asyncStart: () => undefined,
+      asyncEnd: () => undefined,
+      error: () => undefined,
+    };
+    channel.subscribe(subscriber);
+    onTestFinished(() => {
+      channel.unsubscribe(subscriber);
+    });
+    const seen = async (recordContent: boolean) => {
+      received.length = 0;
+      const agent = createAgent(await loadTemplate(EXAMPLE), { model: 'offline', telemetry: { recordContent } });
+      const messages = [{ id: 'm1', role: 'user' as const, parts: [{ type: 'text' as const, text: secret }] }];
+      await (await agent.handleMessage({ messages, sessionId: crypto.randomUUID() })).consumeStream();
+      expect(received.length).toBeGreaterThan(0);
+      return received.some((message) => textOf(message).includes(secret));
+    };
+    expect(await seen(false)).toBe(false);
+    expect(await seen(true)).toBe(true);
+  });
+});
+
+/** Every string reachable from `value`, joined (cycles and functions skipped). */
+function textOf(value: unknown, seen = new WeakSet<object>()): string {
+  if (typeof value === 'string') return value;
+  if (typeof value !== 'object' || value === null || seen.has(value)) return '';
+  seen.add(value);
+  return Object.values(value)
+    .map((field) => textOf(field, seen))
+    .join('\n');
+}

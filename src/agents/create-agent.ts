@@ -7,10 +7,12 @@
  * server, `baton chat` and an app calling `agent.toolLoopAgent` run the very same agent.
  */
 import {
+  AI_SDK_TELEMETRY_TRACING_CHANNEL,
   convertToModelMessages,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
+  NoOutputGeneratedError,
   type StepResult,
   type ToolSet,
   type UIMessage,
@@ -119,6 +121,14 @@ export interface HandleMessageOptions<TOOLS extends ToolSet = ToolSet> {
   /** Callbacks of the stream (errors they throw, and failed state writes, go to `onCallbackError`). */
   stream?: HandleMessageStreamOptions<TOOLS>;
   /**
+   * True when the caller reads the result's stream to its end at the pace it is produced (the
+   * HTTP server does, into a response that buffers for a slow client). By default the turn is
+   * also read in the background, so that it runs to its end, and `finalOrchestrationState`
+   * resolves, whether or not its stream is read; that second reader costs every chunk of the
+   * turn another branch of the result's stream.
+   */
+  callerDrains?: boolean;
+  /**
    * Signs the approval requests of this turn and verifies the approvals its history grants (the
    * AI SDK's `experimental_toolApprovalSecret`); derive one per session with `toolApprovalSecret()`.
    */
@@ -197,6 +207,12 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
     config: template,
     stopWhen: isStepCount(maxSteps),
     telemetry,
+    // The AI SDK builds a filtered copy of every telemetry event of a call (recordInputs and
+    // recordOutputs false), whether or not anything receives it. A call that starts with no
+    // receiver has its telemetry off instead: it records nothing at all (a receiver that
+    // subscribes during the call misses it, as it would have missed its start).
+    prepareCall: (call) =>
+      aiSdkTelemetryListens() ? call : { ...call, telemetry: { ...telemetry, isEnabled: false } },
     ...(instructions ? { instructions } : {}),
     // The AI SDK logs a model loop's error to the console unless told otherwise; a turn of
     // handleMessage reports its own to its caller (onCallbackError), so it is not logged twice.
@@ -221,6 +237,7 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
       stream = {},
       manager: turnManager,
       toolApprovalSecret,
+      callerDrains = false,
     }: HandleMessageOptions<TOOLS>): Promise<OrchestratedStreamResult<TOOLS>> {
       if (!Array.isArray(messages)) {
         throw new InvalidArgumentError('messages', 'expected an array of messages');
@@ -246,8 +263,13 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
             : await sessions.getState(sessionId);
       const modelMessages = await toModelMessages(messages, tools);
 
-      // The turn ends with the call's onEnd; a turn that failed before any step ended, or was
-      // aborted, gets no onEnd, and its result's promises reject instead.
+      // The turn ends with the call's onEnd, or when aborted. The AI SDK calls no onEnd for a turn
+      // in which no step ended, or whose stream ended in a NoOutputGeneratedError (its result's
+      // promises reject instead): the transform below sees both, and ends such a turn when the
+      // stream of its parts ends. Not by awaiting the result's promises: in the AI SDK, reading
+      // one starts a second reader of the whole stream.
+      let stepsEnded = 0;
+      let noOutput = false;
       let endTurn: () => void = () => undefined;
       const turnEnded = new Promise<void>((resolve) => {
         endTurn = resolve;
@@ -271,11 +293,16 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
         experimental_transform: () =>
           new TransformStream({
             transform(part, controller) {
+              if (part.type === 'finish-step') stepsEnded++;
               if (part.type === 'error') {
+                if (NoOutputGeneratedError.isInstance(part.error)) noOutput = true;
                 if (isObject(part.error)) reportedToCaller.add(part.error);
                 reportError(part.error, 'stream');
               }
               controller.enqueue(part);
+            },
+            flush() {
+              if (stepsEnded === 0 || noOutput) endTurn();
             },
           }),
         ...(onStepFinish
@@ -290,7 +317,7 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
           endTurn();
         },
       });
-      void Promise.resolve(result.finishReason).then(undefined, () => endTurn());
+      if (!callerDrains) void result.consumeStream();
       const { orchestration } = result;
       const finalOrchestrationState = turnEnded.then(async () => {
         await orchestration.settled().catch(() => undefined); // failures went to onCallbackError
@@ -307,6 +334,21 @@ export function createAgent<TOOLS extends ToolSet = ToolSet>(
       }) as unknown as OrchestratedStreamResult<TOOLS>;
     },
   };
+}
+
+const diagnosticsChannel = (
+  globalThis.process as { getBuiltinModule?: (id: string) => typeof import('node:diagnostics_channel') } | undefined
+)?.getBuiltinModule?.('node:diagnostics_channel');
+
+/**
+ * True when something receives the AI SDK's telemetry of a call starting now: an integration
+ * registered with `registerTelemetry()`, or a subscriber of its tracing channel (where the
+ * runtime cannot tell, assume one).
+ */
+function aiSdkTelemetryListens(): boolean {
+  if ((globalThis.AI_SDK_TELEMETRY_INTEGRATIONS?.length ?? 0) > 0) return true;
+  const channel = diagnosticsChannel?.tracingChannel?.(AI_SDK_TELEMETRY_TRACING_CHANNEL);
+  return channel === undefined || channel.hasSubscribers !== false;
 }
 
 /** Errors of a turn that its caller was given, so the agent's onError does not log them again. */

@@ -48,27 +48,34 @@ export function chatResponse(options: ChatResponseOptions): Response {
 
   // The parts go where orchestrationParts() puts them in an app's own stream (one writer for
   // both); this transform also frames and encodes each chunk, and writes the start and finish.
+  // The turn's own finish is held until then: its reason is the answer's, unless the final part failed.
+  let finishReason: FinishReason | undefined;
   const orchestratedEvents = new TransformStream<UIMessageChunk, Uint8Array>(
     orchestrationPartsTransformer<Uint8Array>({
       steps,
       final: options.final,
       errorText,
-      write: (controller, chunk) => controller.enqueue(event(chunk)),
+      write: (controller, chunk) => {
+        if (chunk.type === 'finish') finishReason = chunk.finishReason;
+        else controller.enqueue(event(chunk));
+      },
       start: (controller) => controller.enqueue(event({ type: 'start', messageMetadata: { sessionId, agentId } })),
       async end(controller, failed) {
-        const finishReason: FinishReason = failed
-          ? 'error'
-          : await Promise.resolve(result.finishReason).catch(() => 'error' as const);
-        controller.enqueue(event({ type: 'finish', finishReason }));
+        controller.enqueue(event({ type: 'finish', finishReason: failed ? 'error' : (finishReason ?? 'error') }));
         controller.enqueue(DONE);
       },
     }),
+    undefined,
+    // The one reader of the turn (handleMessage's callerDrains): it reads every chunk as it comes
+    // and queues the bytes for a slow client, so the model loop, and the turn's slot in the
+    // limiter, never wait on the client.
+    { highWaterMark: Number.POSITIVE_INFINITY },
   );
 
   const body = result
     .toUIMessageStream({
       sendStart: false,
-      sendFinish: false,
+      sendFinish: true,
       onError: errorText,
       // A refused tool call's text says why and which tools are allowed: the client needs it.
       redactToolErrors: false,

@@ -2,7 +2,11 @@
  * The HTTP API through `app.request()`: what a client sees on every route, including every
  * way a request can be wrong.
  */
+
+import type { LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import { parseJsonEventStream, readUIMessageStream, type UIMessageChunk, uiMessageChunkSchema } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
 import { StoreUnavailableError } from '../core/errors.js';
@@ -238,6 +242,58 @@ describe('a client that leaves', () => {
     const next = await chat(app, RESEARCH, { sessionId });
     expect(next.snapshots.at(-1)!.sequence?.completed).toBe(true);
   });
+});
+
+describe('a client that reads slowly', () => {
+  it('does not hold its turn: the turn runs to its end, and the next one starts, before it reads a byte', async () => {
+    const app = makeApp({ maxTurns: 1, maxQueuedTurns: 1 });
+    const unread = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
+    // The app's only slot is the first turn's until that turn has ended.
+    const next = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
+    const snapshots = (await chunksOf(next)).filter((c) => c.type === 'data-orchestration');
+    expect(snapshots.length).toBeGreaterThan(1);
+    // The first answer was kept whole for its client.
+    expect((await chunksOf(unread)).at(-1)).toEqual({ type: 'finish', finishReason: 'stop' });
+  });
+});
+
+describe('a model that fails', () => {
+  // A turn of the app's one slot: were a failed turn never to end, the second would wait forever.
+  const failing: [string, () => MockLanguageModelV4][] = [
+    [
+      'before it streams',
+      () => new MockLanguageModelV4({ doStream: () => Promise.reject(new Error('provider down')) }),
+    ],
+    [
+      'with a stream that ends without output',
+      () =>
+        new MockLanguageModelV4({
+          doStream: async () => ({
+            stream: new ReadableStream<LanguageModelV4StreamPart>({ start: (c) => c.close() }),
+          }),
+        }),
+    ],
+  ];
+  it.each(failing)(
+    'ends the answer with an error, frees the turn and keeps the session usable (%s)',
+    async (_name, model) => {
+      const app = makeApp({
+        agents: [{ template: reasoner, model: model() }],
+        maxTurns: 1,
+        maxQueuedTurns: 1,
+        logger: pino({ level: 'silent' }),
+      });
+      const response = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] });
+      expect(response.status).toBe(200);
+      const chunks = await chunksOf(response);
+      expect(chunks.some((c) => c.type === 'error')).toBe(true);
+      expect(chunks.at(-1)).toEqual({ type: 'finish', finishReason: 'error' });
+      const sessionId = response.headers.get('x-session-id')!;
+      const next = await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)], sessionId });
+      expect(next.status).toBe(200);
+      expect((await chunksOf(next)).at(-1)).toMatchObject({ type: 'finish' });
+    },
+  );
 });
 
 describe('bad requests', () => {

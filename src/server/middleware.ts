@@ -84,10 +84,20 @@ export function apiKeyAuth(apiKey: string): MiddlewareHandler {
 
 /** Refuses a body over `maxSize` bytes with `413 body-too-large`, before reading the rest. */
 export function bodySizeLimit(maxSize: number): MiddlewareHandler {
-  return bodyLimit({
-    maxSize,
-    onError: () => {
-      throw new HttpError('body-too-large', `The request body is larger than ${maxSize} bytes.`, { path: 'body' });
-    },
-  });
+  const tooLarge = () => {
+    throw new HttpError('body-too-large', `The request body is larger than ${maxSize} bytes.`, { path: 'body' });
+  };
+  const streamed = bodyLimit({ maxSize, onError: tooLarge });
+  return (c, next) => {
+    // A body with a Content-Length (and no Transfer-Encoding) is as long as it says: Node's HTTP
+    // parser reads exactly that many bytes. Hono's bodyLimit decides the same from the header,
+    // but asks for the request's body stream first, which makes @hono/node-server build a whole
+    // web Request around the socket, and the route then reads the body through web streams
+    // instead of its direct path. Bodies without a length (chunked) are counted as they stream.
+    const length = c.req.header('content-length');
+    if (length !== undefined && c.req.header('transfer-encoding') === undefined) {
+      return Number.parseInt(length, 10) > maxSize ? tooLarge() : next();
+    }
+    return streamed(c, next);
+  };
 }

@@ -73,6 +73,8 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
             // The approvals this turn asks for are signed for this agent and session, under the
             // key that signed the ones it runs (so that a turn during a key rotation verifies).
             toolApprovalSecret: approvals.secret({ agentId, sessionId }, history.key),
+            // The response reads the turn to its end whatever the client's pace (chat-stream.ts).
+            callerDrains: true,
             onStep: (info) => {
               steps.push(stepSnapshot(agentId, info));
               // Each model step starts in a later turn of the event loop; see event-loop.ts.
