@@ -184,8 +184,11 @@ export class Turn {
     const states = this.#manager.getStateManager();
     // Only while the store answers: one that is down is found here, before a model is called.
     if (!states.answering) return undefined;
-    const known = this.#fresh ? createState(this.#sessionId, states.clock(), states.ttl) : states.peek(this.#sessionId);
-    if (known === undefined) return undefined;
+    const peeked = this.#fresh ? null : states.peek(this.#sessionId);
+    if (peeked === undefined) return undefined;
+    // A session the store knows is absent (or the caller knows is new) starts empty, as the
+    // store would start it on the turn's first write.
+    const known = peeked ?? createState(this.#sessionId, states.clock(), states.ttl);
     const message = this.#userMessage();
     const result = transition(this.#plan, known, message, this.#context());
     throwIfRefused(result.decision, this.#sessionId);
