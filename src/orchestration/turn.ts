@@ -113,7 +113,9 @@ export class Turn {
   #begun = false;
   /** Calls this turn reserved whose completion or failure is not written yet: their leases are renewed. */
   readonly #held = new Set<string>();
-  #renewal: ReturnType<typeof setInterval> | undefined;
+  /** This turn's renewal, run by its manager's {@link LeaseRenewals}; registered while calls are held. */
+  #renewal: (() => void) | undefined;
+  #renewalRegistered = false;
   #renewing: Promise<void> | undefined;
 
   constructor(options: TurnOptions) {
@@ -447,17 +449,14 @@ export class Turn {
   /** Keeps the reservation of `toolCallId` alive until its completion or failure is written. */
   #hold(toolCallId: string): void {
     this.#held.add(toolCallId);
-    if (this.#renewal !== undefined) return;
-    // Every quarter of the lease: a process whose event loop stalls for up to three quarters of it
-    // keeps its calls.
-    const every = Math.max(1, Math.floor((this.#manager.leaseMs ?? DEFAULT_LEASE_MS) / 4));
-    this.#renewal = setInterval(() => {
+    if (this.#renewalRegistered) return;
+    this.#renewal ??= () => {
       this.#renewing ??= this.#renew().finally(() => {
         this.#renewing = undefined;
       });
-    }, every);
-    // The running tool keeps the process alive, not its renewal.
-    this.#renewal.unref?.();
+    };
+    this.#renewalRegistered = true;
+    renewalsOf(this.#manager).add(this.#renewal);
   }
 
   /**
@@ -483,8 +482,9 @@ export class Turn {
   }
 
   #stopRenewal(): void {
-    if (this.#renewal !== undefined) clearInterval(this.#renewal);
-    this.#renewal = undefined;
+    if (!this.#renewalRegistered) return;
+    this.#renewalRegistered = false;
+    renewalsOf(this.#manager).delete(this.#renewal!);
   }
 
   #userMessage(): TransitionInput {
@@ -497,3 +497,53 @@ export class Turn {
 }
 
 const USER_MESSAGE: TransitionInput = Object.freeze({ type: 'user-message' });
+
+/**
+ * The lease renewals of one manager's turns, run by one timer: every quarter of the lease, each
+ * turn that holds calls renews them, so a process whose event loop stalls for up to three
+ * quarters of a lease keeps its calls. A call reserved between two ticks is renewed at the next
+ * one, at most a quarter of the lease later. One timer for all turns, rather than one per turn,
+ * because most calls end before the first renewal: starting and clearing a timer per call cost
+ * more than the rest of the call's bookkeeping. The timer stops at the first tick that finds no
+ * turn holding calls, and never keeps the process alive (the running tool does).
+ */
+class LeaseRenewals {
+  readonly #renewals = new Set<() => void>();
+  readonly #every: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(leaseMs: number) {
+    this.#every = Math.max(1, Math.floor(leaseMs / 4));
+  }
+
+  add(renewal: () => void): void {
+    this.#renewals.add(renewal);
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => this.#tick(), this.#every);
+    this.#timer.unref?.();
+  }
+
+  delete(renewal: () => void): void {
+    this.#renewals.delete(renewal);
+  }
+
+  #tick(): void {
+    if (this.#renewals.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
+    for (const renewal of this.#renewals) renewal();
+  }
+}
+
+const leaseRenewals = new WeakMap<OrchestrationManager, LeaseRenewals>();
+
+function renewalsOf(manager: OrchestrationManager): LeaseRenewals {
+  let renewals = leaseRenewals.get(manager);
+  if (renewals === undefined) {
+    renewals = new LeaseRenewals(manager.leaseMs ?? DEFAULT_LEASE_MS);
+    leaseRenewals.set(manager, renewals);
+  }
+  return renewals;
+}
