@@ -55,7 +55,7 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { Turn } from '../orchestration/turn.js';
+import { requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -500,7 +500,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
             // counts is whether it is allowed now.
-            decision = await turn.request(
+            // On a synchronous store, without a promise.
+            const requested = requestNow(
+              turn,
               name,
               toolCallId,
               resumed ? undefined : offered,
@@ -508,6 +510,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
               // Baton asked for it, for this input, in this state.
               plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
             );
+            decision = requested instanceof Promise ? await requested : requested;
           } catch (error) {
             fail(error);
             throw error; // not run: the model is told it failed, which is true
@@ -624,11 +627,14 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     if (missed && !onStepEndRan) noteMissingOnStepEnd();
     adoptMessages(step.initialMessages);
-    const { decision, state } = await turn.stepStarted(step.stepNumber);
+    // Decided locally or on a synchronous store: no promise hop.
+    const started = stepStartedNow(turn, step.stepNumber);
+    const { decision, state } = started instanceof Promise ? await started : started;
     projected = state;
     unprojected = [];
     const activeStep = plan.step(decision.activeStep);
-    const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined = await options.prepareStep?.(step);
+    const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined =
+      options.prepareStep === undefined ? undefined : await options.prepareStep(step);
     const narrowing = app?.activeTools ?? options.activeTools ?? callActiveTools;
     const offeredNow = narrowing
       ? decision.allowedTools.filter((tool) => narrowing.includes(tool))
@@ -698,7 +704,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // A step without tool calls ends the turn: write what waits, with the turn's end. Otherwise
     // it rides on the next step's first tool request (or on onEnd / settled()).
     if (step.toolCalls.length === 0) await end();
-    await options.onStepEnd?.(step);
+    if (options.onStepEnd !== undefined) await options.onStepEnd(step);
   };
 
   const onEnd = async (event?: GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>) => {
@@ -710,7 +716,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     await end();
     if (turn.dirty) await flush();
-    if (event) await options.onEnd?.(event);
+    if (event && options.onEnd !== undefined) await options.onEnd(event);
   };
 
   return {

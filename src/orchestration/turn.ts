@@ -35,8 +35,8 @@ import {
   transition,
   transitionAll,
 } from '../core/transition.js';
-import type { OrchestrationManager } from './orchestration-manager.js';
-import { messageOf, throwIfRefused } from './orchestration-manager.js';
+import type { AppliedInputs, OrchestrationManager } from './orchestration-manager.js';
+import { applyNow, messageOf, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -90,6 +90,27 @@ export interface CallInput {
 export interface TurnStep {
   readonly decision: StepDecision;
   readonly state: OrchestrationState;
+}
+
+/**
+ * {@link Turn.stepStarted}, answered without a promise when it needs no store round trip or the
+ * store is synchronous (the memory store). Internal: the AI SDK shell's hooks run before every
+ * model step and call, and each promise hop there is paid per step.
+ */
+export let stepStartedNow: (turn: Turn, stepNumber?: number) => TurnStep | Promise<TurnStep>;
+
+/** {@link Turn.request}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
+export let requestNow: (
+  turn: Turn,
+  tool: string,
+  toolCallId: string,
+  offered?: readonly string[],
+  call?: CallInput,
+) => ToolDecision | Promise<ToolDecision>;
+
+/** `f(value)`, after `value` resolves when it is a promise; at once otherwise. */
+function then<T, U>(value: T | Promise<T>, f: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(f) : f(value);
 }
 
 /** One turn on one session; see the module comment. */
@@ -204,6 +225,10 @@ export class Turn {
    * and what to offer.
    */
   async stepStarted(stepNumber?: number): Promise<TurnStep> {
+    return this.#stepStarted(stepNumber);
+  }
+
+  #stepStarted(stepNumber?: number): TurnStep | Promise<TurnStep> {
     const started: TransitionInput = {
       type: 'step-started',
       agentTools: this.#agentTools,
@@ -213,21 +238,23 @@ export class Turn {
       this.#begun = true;
       // Decided locally when the state is known without a round trip; the message rides on the
       // turn's first write.
-      if (this.#beginLocally() !== undefined) return this.stepStarted(stepNumber);
+      if (this.#beginLocally() !== undefined) return this.#stepStarted(stepNumber);
     }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
       const buffered = this.#buffer.length;
-      const { state, decisions } = await this.#write([this.#userMessage(), started]);
-      throwIfRefused(decisions[buffered], this.#sessionId);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      return then(this.#write([this.#userMessage(), started]), ({ state, decisions }) => {
+        throwIfRefused(decisions[buffered], this.#sessionId);
+        return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      });
     }
     if (this.#plan.hasBudgets) {
       // With token budgets every step is decided on the store's state, usage written first, so
       // concurrent turns see each other's spending: together they overspend by at most the one
       // model step each of them has in flight. One more round trip per step, only for budgets.
-      const { state, decisions } = await this.#write([started]);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      return then(this.#write([started]), ({ state, decisions }) =>
+        this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber),
+      );
     }
     const context = this.#context();
     const local =
@@ -303,6 +330,15 @@ export class Turn {
     offered?: readonly string[],
     call: CallInput = {},
   ): Promise<ToolDecision> {
+    return this.#request(tool, toolCallId, offered, call);
+  }
+
+  #request(
+    tool: string,
+    toolCallId: string,
+    offered: readonly string[] | undefined,
+    call: CallInput,
+  ): ToolDecision | Promise<ToolDecision> {
     if (this.#turnId !== undefined && this.#requested.has(toolCallId)) {
       // Within one run of a turn a call id runs once, whatever its replay record says.
       return {
@@ -328,11 +364,18 @@ export class Turn {
       ...call,
       ...(this.#turnId !== undefined ? { turnId: this.#turnId } : {}),
     };
-    const { decisions } = await this.#write([input]);
-    const decision = decisions.at(-1) as ToolDecision;
-    if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
-    else if (decision.allowed) this.#hold(toolCallId);
-    return decision;
+    return then(this.#write([input]), ({ decisions }) => {
+      const decision = decisions.at(-1) as ToolDecision;
+      if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
+      else if (decision.allowed) this.#hold(toolCallId);
+      return decision;
+    });
+  }
+
+  static {
+    // For orchestrate() only (not exported by the package): see stepStartedNow and requestNow.
+    stepStartedNow = (turn, stepNumber) => turn.#stepStarted(stepNumber);
+    requestNow = (turn, tool, toolCallId, offered, call = {}) => turn.#request(tool, toolCallId, offered, call);
   }
 
   /**
@@ -393,13 +436,20 @@ export class Turn {
     return (await this.#write([])).state;
   }
 
-  async #write(inputs: readonly TransitionInput[]) {
+  /** Writes the buffer and `inputs` in one update: without a promise when the store is synchronous. */
+  #write(inputs: readonly TransitionInput[]): AppliedInputs | Promise<AppliedInputs> {
     const buffered = this.#buffer;
     this.#buffer = [];
     const batch = buffered.length === 0 ? inputs : [...buffered, ...inputs];
-    let applied: Awaited<ReturnType<OrchestrationManager['apply']>>;
+    // Nothing was written when it fails: the buffered inputs wait for the next write.
+    const keep = (error: unknown): never => {
+      this.#buffer = [...buffered, ...this.#buffer];
+      throw error;
+    };
+    let applied: AppliedInputs | Promise<AppliedInputs>;
     try {
-      applied = await this.#manager.apply(
+      applied = applyNow(
+        this.#manager,
         this.#plan,
         messageOf(this.#messages),
         this.#sessionId,
@@ -407,10 +457,13 @@ export class Turn {
         this.#ruleContext,
       );
     } catch (error) {
-      // Nothing was written: keep the buffered inputs for the next write.
-      this.#buffer = [...buffered, ...this.#buffer];
-      throw error;
+      return keep(error);
     }
+    if (applied instanceof Promise) return applied.then((result) => this.#written(batch, result), keep);
+    return this.#written(batch, applied);
+  }
+
+  #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
     // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
     if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
     this.#settled(batch, applied.events);
