@@ -55,7 +55,7 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
+import { endNow, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -457,14 +457,29 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   };
   /** Ends the turn once: the buffered writes and `turn-ended` go in one store update. */
   const end = (): Promise<void> => {
-    ending ??= track(
-      (async () => {
-        await Promise.allSettled([...pending].filter((promise) => promise !== ending));
-        const events = await turn.end({ awaitingApproval });
-        incomplete = events.find((event): event is SequenceIncomplete => event.type === 'sequence-incomplete');
-      })(),
-    ).catch(fail);
+    if (ending !== undefined) return ending;
+    const finish = (): void | Promise<void> => {
+      const events = endNow(turn, { awaitingApproval });
+      if (events instanceof Promise) return events.then(noteEnd);
+      noteEnd(events);
+    };
+    // After the writes under way; at once (on a synchronous store, without a promise hop) when
+    // there are none, as at the end of most turns.
+    const others = [...pending];
+    let run: Promise<void>;
+    if (others.length > 0) run = Promise.allSettled(others).then(finish);
+    else {
+      try {
+        run = Promise.resolve(finish());
+      } catch (error) {
+        run = Promise.reject(error);
+      }
+    }
+    ending = track(run).catch(fail);
     return ending;
+  };
+  const noteEnd = (events: readonly OrchestrationEvent[]) => {
+    incomplete = events.find((event): event is SequenceIncomplete => event.type === 'sequence-incomplete');
   };
 
   const guardedTools = new WeakSet<object>();

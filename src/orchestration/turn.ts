@@ -108,6 +108,12 @@ export let requestNow: (
   call?: CallInput,
 ) => ToolDecision | Promise<ToolDecision>;
 
+/** {@link Turn.end}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
+export let endNow: (
+  turn: Turn,
+  options?: { awaitingApproval?: boolean },
+) => readonly OrchestrationEvent[] | Promise<readonly OrchestrationEvent[]>;
+
 /** `f(value)`, after `value` resolves when it is a promise; at once otherwise. */
 function then<T, U>(value: T | Promise<T>, f: (value: T) => U): U | Promise<U> {
   return value instanceof Promise ? value.then(f) : f(value);
@@ -376,6 +382,7 @@ export class Turn {
     // For orchestrate() only (not exported by the package): see stepStartedNow and requestNow.
     stepStartedNow = (turn, stepNumber) => turn.#stepStarted(stepNumber);
     requestNow = (turn, tool, toolCallId, offered, call = {}) => turn.#request(tool, toolCallId, offered, call);
+    endNow = (turn, options = {}) => turn.#end(options);
   }
 
   /**
@@ -414,11 +421,17 @@ export class Turn {
    * when the turn never reached the store).
    */
   async end(options: { awaitingApproval?: boolean } = {}): Promise<readonly OrchestrationEvent[]> {
+    return this.#end(options);
+  }
+
+  #end(options: {
+    awaitingApproval?: boolean;
+  }): readonly OrchestrationEvent[] | Promise<readonly OrchestrationEvent[]> {
     const ended: TransitionInput = { type: 'turn-ended', awaitingApproval: options.awaitingApproval };
     // A session that keeps an event log is written at the end of every turn, so the log says
     // where the turn left it; that costs a round trip only when nothing else was buffered.
     const logged = this.#manager.eventLog > 0 && this.#stored !== undefined;
-    if (this.#buffer.length > 0 || logged) return (await this.#write([ended])).events;
+    if (this.#buffer.length > 0 || logged) return then(this.#write([ended]), (applied) => applied.events);
     if (this.#stored === undefined) return [];
     const result = transition(this.#plan, this.#stored, ended, this.#context());
     for (const event of result.events) this.#manager.emit(event);
