@@ -196,7 +196,9 @@ export class Turn {
   async begin(): Promise<OrchestrationState> {
     if (this.#begun && this.#stored !== undefined) return this.state ?? this.#stored;
     this.#begun = true;
-    const local = this.#beginLocally();
+    // A session the store knows is absent is written now: begin() claims a new session at once
+    // (the MCP gateway's tools/list and the session routes read it from the store).
+    const local = this.#beginLocally(false);
     if (local !== undefined) return local;
     const { state, decisions } = await this.#write([this.#userMessage()]);
     throwIfRefused(decisions[0], this.#sessionId);
@@ -207,14 +209,15 @@ export class Turn {
    * Begins without a store round trip when the session's state is known without one (a new
    * session, or the copy the store kept from its last read or write): the message is handled
    * on it (a refusal thrown at once), and written with the turn's first write, where the store
-   * decides again. Undefined when the state is not known so.
+   * decides again. Undefined when the state is not known so, and for a session the store knows
+   * is absent unless `absent` (a model step's begin: the claim rides on the first tool request).
    */
-  #beginLocally(): OrchestrationState | undefined {
+  #beginLocally(absent: boolean): OrchestrationState | undefined {
     const states = this.#manager.getStateManager();
     // Only while the store answers: one that is down is found here, before a model is called.
     if (!states.answering) return undefined;
     const peeked = this.#fresh ? null : states.peek(this.#sessionId);
-    if (peeked === undefined) return undefined;
+    if (peeked === undefined || (peeked === null && !absent && !this.#fresh)) return undefined;
     // A session the store knows is absent (or the caller knows is new) starts empty, as the
     // store would start it on the turn's first write.
     const known = peeked ?? createState(this.#sessionId, states.clock(), states.ttl);
@@ -244,7 +247,7 @@ export class Turn {
       this.#begun = true;
       // Decided locally when the state is known without a round trip; the message rides on the
       // turn's first write.
-      if (this.#beginLocally() !== undefined) return this.#stepStarted(stepNumber);
+      if (this.#beginLocally(true) !== undefined) return this.#stepStarted(stepNumber);
     }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
