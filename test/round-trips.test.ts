@@ -5,12 +5,15 @@
  * session for its agent and keeps an event log). The floor is 4: the three reservations (the
  * first carries the user message and the claim) and the final record (the last tool's
  * completion and the turn's usage). A turn begins without a round trip when the session's state
- * is known without one: a new session the server named, or the copy the store kept.
+ * is known without one: a new session the server named, a session the in-process store knows is
+ * absent, or the copy the store kept.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOrchestrationManager, type OrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { createApp } from '../src/server/create-app.js';
+import { memoryStore } from '../src/stores/memory.js';
+import type { SessionStore } from '../src/stores/types.js';
 import { loadTemplate } from '../src/templates/load-template.js';
 import { chunksOf, postJson, userMessage } from './helpers/chat-requests.js';
 import {
@@ -85,6 +88,33 @@ function describeStore(name: 'redis' | 'postgres', open: () => Promise<CountedSt
     });
   });
 }
+
+describe('memory', () => {
+  it('through the library: 4 writes for a turn of a new session and of a continued one', async () => {
+    const inner = memoryStore();
+    let writes = 0;
+    // Every write of the memory store is an updateSync (update() runs it too).
+    const store: SessionStore = {
+      ...inner,
+      updateSync: (id, fn, at) => {
+        writes++;
+        return inner.updateSync!(id, fn, at);
+      },
+    };
+    const manager = createOrchestrationManager({ store });
+    await libraryTurn(manager, `trips-mem-${randomUUID()}`); // the store has answered once
+    writes = 0;
+    // The store knows the session is absent: the turn begins as on a known session.
+    const sessionId = `trips-mem-${randomUUID()}`;
+    await libraryTurn(manager, sessionId);
+    expect(writes).toBe(4);
+    writes = 0;
+    const state = await libraryTurn(manager, sessionId);
+    expect(state?.recentlyUsedTools).toEqual(['search', 'think', 'reflect', 'search', 'think', 'reflect']);
+    expect(writes).toBe(4);
+    await store.close();
+  });
+});
 
 describeStore('redis', () => countedRedis(REDIS_URL, `baton-test:trips:${RUN}:`));
 describeStore('postgres', () => countedPostgres(POSTGRES_URL, `baton_trips_${RUN}`));

@@ -55,7 +55,7 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { Turn } from '../orchestration/turn.js';
+import { endNow, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -457,14 +457,29 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   };
   /** Ends the turn once: the buffered writes and `turn-ended` go in one store update. */
   const end = (): Promise<void> => {
-    ending ??= track(
-      (async () => {
-        await Promise.allSettled([...pending].filter((promise) => promise !== ending));
-        const events = await turn.end({ awaitingApproval });
-        incomplete = events.find((event): event is SequenceIncomplete => event.type === 'sequence-incomplete');
-      })(),
-    ).catch(fail);
+    if (ending !== undefined) return ending;
+    const finish = (): void | Promise<void> => {
+      const events = endNow(turn, { awaitingApproval });
+      if (events instanceof Promise) return events.then(noteEnd);
+      noteEnd(events);
+    };
+    // After the writes under way; at once (on a synchronous store, without a promise hop) when
+    // there are none, as at the end of most turns.
+    const others = [...pending];
+    let run: Promise<void>;
+    if (others.length > 0) run = Promise.allSettled(others).then(finish);
+    else {
+      try {
+        run = Promise.resolve(finish());
+      } catch (error) {
+        run = Promise.reject(error);
+      }
+    }
+    ending = track(run).catch(fail);
     return ending;
+  };
+  const noteEnd = (events: readonly OrchestrationEvent[]) => {
+    incomplete = events.find((event): event is SequenceIncomplete => event.type === 'sequence-incomplete');
   };
 
   const guardedTools = new WeakSet<object>();
@@ -500,7 +515,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
             // counts is whether it is allowed now.
-            decision = await turn.request(
+            // On a synchronous store, without a promise.
+            const requested = requestNow(
+              turn,
               name,
               toolCallId,
               resumed ? undefined : offered,
@@ -508,6 +525,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
               // Baton asked for it, for this input, in this state.
               plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
             );
+            decision = requested instanceof Promise ? await requested : requested;
           } catch (error) {
             fail(error);
             throw error; // not run: the model is told it failed, which is true
@@ -624,11 +642,14 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     if (missed && !onStepEndRan) noteMissingOnStepEnd();
     adoptMessages(step.initialMessages);
-    const { decision, state } = await turn.stepStarted(step.stepNumber);
+    // Decided locally or on a synchronous store: no promise hop.
+    const started = stepStartedNow(turn, step.stepNumber);
+    const { decision, state } = started instanceof Promise ? await started : started;
     projected = state;
     unprojected = [];
     const activeStep = plan.step(decision.activeStep);
-    const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined = await options.prepareStep?.(step);
+    const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined =
+      options.prepareStep === undefined ? undefined : await options.prepareStep(step);
     const narrowing = app?.activeTools ?? options.activeTools ?? callActiveTools;
     const offeredNow = narrowing
       ? decision.allowedTools.filter((tool) => narrowing.includes(tool))
@@ -698,7 +719,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // A step without tool calls ends the turn: write what waits, with the turn's end. Otherwise
     // it rides on the next step's first tool request (or on onEnd / settled()).
     if (step.toolCalls.length === 0) await end();
-    await options.onStepEnd?.(step);
+    if (options.onStepEnd !== undefined) await options.onStepEnd(step);
   };
 
   const onEnd = async (event?: GenerateTextEndEvent<TOOLS, RUNTIME_CONTEXT>) => {
@@ -710,7 +731,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     await end();
     if (turn.dirty) await flush();
-    if (event) await options.onEnd?.(event);
+    if (event && options.onEnd !== undefined) await options.onEnd(event);
   };
 
   return {

@@ -81,6 +81,16 @@ export interface AppliedInputs {
   readonly changed: boolean;
 }
 
+/**
+ * {@link OrchestrationManager.apply}, resolved without a promise when the store updates
+ * synchronously (the memory store); throws what `apply` rejects with. Internal: `Turn` uses it so
+ * that a call is decided and reserved with no promise round trip on the memory store.
+ */
+export let applyNow: (
+  manager: OrchestrationManager,
+  ...args: Parameters<OrchestrationManager['apply']>
+) => AppliedInputs | Promise<AppliedInputs>;
+
 /** Decides which step is active and which tools are allowed, per session (AgentDock's `OrchestrationManager`). */
 export class OrchestrationManager {
   readonly #states: OrchestrationStateManager;
@@ -165,17 +175,36 @@ export class OrchestrationManager {
     ruleContext?: Readonly<Record<string, unknown>>,
   ): Promise<AppliedInputs> {
     try {
-      const plan = isPlan(config) ? config : this.plan(config);
-      const context = this.transitionContext(message, ruleContext);
-      const run = new PendingApply(this.eventLog);
-      run.begin(plan, inputs, context);
-      // The memory store updates synchronously: no promise round trips on the hot path.
-      const sync = this.#states.modifySync(sessionId, run.update, context.now);
-      if (sync !== undefined) return Promise.resolve(this.#finish(run, sync));
-      return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state));
+      return Promise.resolve(this.#applyNow(config, message, sessionId, inputs, ruleContext));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * {@link apply}, answered without a promise when the store updates synchronously (the memory
+   * store). Throws what `apply` rejects with.
+   */
+  #applyNow(
+    config: OrchestrationSource | OrchestrationPlan,
+    message: MessageInfo | undefined,
+    sessionId: string,
+    inputs: readonly TransitionInput[],
+    ruleContext?: Readonly<Record<string, unknown>>,
+  ): AppliedInputs | Promise<AppliedInputs> {
+    const plan = isPlan(config) ? config : this.plan(config);
+    const context = this.transitionContext(message, ruleContext);
+    const run = new PendingApply(this.eventLog);
+    run.begin(plan, inputs, context);
+    // The memory store updates synchronously: no promise round trips on the hot path.
+    const sync = this.#states.modifySync(sessionId, run.update, context.now);
+    if (sync !== undefined) return this.#finish(run, sync);
+    return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state));
+  }
+
+  static {
+    // For Turn only (not exported by the package): see applyNow.
+    applyNow = (manager, ...args) => manager.#applyNow(...args);
   }
 
   #finish(run: PendingApply, state: OrchestrationState): AppliedInputs {

@@ -146,8 +146,15 @@ export class OrchestrationStateManager {
     this.#syncOwned = owned;
     try {
       // The transition's own result (`owned`) on the store created here: already well formed.
-      if (owned && this.#engineUpdate !== undefined) return this.#engineUpdate(sessionId, this.#syncStep, now);
-      return store.updateSync(sessionId, this.#syncStep, time);
+      const stored =
+        owned && this.#engineUpdate !== undefined
+          ? this.#engineUpdate(sessionId, this.#syncStep, now)
+          : store.updateSync(sessionId, this.#syncStep, time);
+      this.#answering = true;
+      return stored;
+    } catch (error) {
+      this.#answering = false;
+      throw error;
     } finally {
       this.#syncFn = undefined;
     }
@@ -198,10 +205,11 @@ export class OrchestrationStateManager {
   }
 
   /**
-   * The session's state as the store last saw it, without I/O (`SessionStore.peek`), or undefined
-   * when it cannot say: it may be stale, so it is only a starting point for what a turn offers.
+   * The session's state as the store last saw it, without I/O (`SessionStore.peek`), null when
+   * the store knows there is none, or undefined when it cannot say: it may be stale, so it is
+   * only a starting point for what a turn offers.
    */
-  peek(sessionId: string): OrchestrationState | undefined {
+  peek(sessionId: string): OrchestrationState | null | undefined {
     return this.#store?.peek?.(sessionId);
   }
 

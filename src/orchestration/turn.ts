@@ -35,8 +35,8 @@ import {
   transition,
   transitionAll,
 } from '../core/transition.js';
-import type { OrchestrationManager } from './orchestration-manager.js';
-import { messageOf, throwIfRefused } from './orchestration-manager.js';
+import type { AppliedInputs, OrchestrationManager } from './orchestration-manager.js';
+import { applyNow, messageOf, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -92,6 +92,33 @@ export interface TurnStep {
   readonly state: OrchestrationState;
 }
 
+/**
+ * {@link Turn.stepStarted}, answered without a promise when it needs no store round trip or the
+ * store is synchronous (the memory store). Internal: the AI SDK shell's hooks run before every
+ * model step and call, and each promise hop there is paid per step.
+ */
+export let stepStartedNow: (turn: Turn, stepNumber?: number) => TurnStep | Promise<TurnStep>;
+
+/** {@link Turn.request}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
+export let requestNow: (
+  turn: Turn,
+  tool: string,
+  toolCallId: string,
+  offered?: readonly string[],
+  call?: CallInput,
+) => ToolDecision | Promise<ToolDecision>;
+
+/** {@link Turn.end}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
+export let endNow: (
+  turn: Turn,
+  options?: { awaitingApproval?: boolean },
+) => readonly OrchestrationEvent[] | Promise<readonly OrchestrationEvent[]>;
+
+/** `f(value)`, after `value` resolves when it is a promise; at once otherwise. */
+function then<T, U>(value: T | Promise<T>, f: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(f) : f(value);
+}
+
 /** One turn on one session; see the module comment. */
 export class Turn {
   readonly #manager: OrchestrationManager;
@@ -113,7 +140,9 @@ export class Turn {
   #begun = false;
   /** Calls this turn reserved whose completion or failure is not written yet: their leases are renewed. */
   readonly #held = new Set<string>();
-  #renewal: ReturnType<typeof setInterval> | undefined;
+  /** This turn's renewal, run by its manager's {@link LeaseRenewals}; registered while calls are held. */
+  #renewal: (() => void) | undefined;
+  #renewalRegistered = false;
   #renewing: Promise<void> | undefined;
 
   constructor(options: TurnOptions) {
@@ -167,7 +196,9 @@ export class Turn {
   async begin(): Promise<OrchestrationState> {
     if (this.#begun && this.#stored !== undefined) return this.state ?? this.#stored;
     this.#begun = true;
-    const local = this.#beginLocally();
+    // A session the store knows is absent is written now: begin() claims a new session at once
+    // (the MCP gateway's tools/list and the session routes read it from the store).
+    const local = this.#beginLocally(false);
     if (local !== undefined) return local;
     const { state, decisions } = await this.#write([this.#userMessage()]);
     throwIfRefused(decisions[0], this.#sessionId);
@@ -178,14 +209,18 @@ export class Turn {
    * Begins without a store round trip when the session's state is known without one (a new
    * session, or the copy the store kept from its last read or write): the message is handled
    * on it (a refusal thrown at once), and written with the turn's first write, where the store
-   * decides again. Undefined when the state is not known so.
+   * decides again. Undefined when the state is not known so, and for a session the store knows
+   * is absent unless `absent` (a model step's begin: the claim rides on the first tool request).
    */
-  #beginLocally(): OrchestrationState | undefined {
+  #beginLocally(absent: boolean): OrchestrationState | undefined {
     const states = this.#manager.getStateManager();
     // Only while the store answers: one that is down is found here, before a model is called.
     if (!states.answering) return undefined;
-    const known = this.#fresh ? createState(this.#sessionId, states.clock(), states.ttl) : states.peek(this.#sessionId);
-    if (known === undefined) return undefined;
+    const peeked = this.#fresh ? null : states.peek(this.#sessionId);
+    if (peeked === undefined || (peeked === null && !absent && !this.#fresh)) return undefined;
+    // A session the store knows is absent (or the caller knows is new) starts empty, as the
+    // store would start it on the turn's first write.
+    const known = peeked ?? createState(this.#sessionId, states.clock(), states.ttl);
     const message = this.#userMessage();
     const result = transition(this.#plan, known, message, this.#context());
     throwIfRefused(result.decision, this.#sessionId);
@@ -199,6 +234,10 @@ export class Turn {
    * and what to offer.
    */
   async stepStarted(stepNumber?: number): Promise<TurnStep> {
+    return this.#stepStarted(stepNumber);
+  }
+
+  #stepStarted(stepNumber?: number): TurnStep | Promise<TurnStep> {
     const started: TransitionInput = {
       type: 'step-started',
       agentTools: this.#agentTools,
@@ -208,21 +247,23 @@ export class Turn {
       this.#begun = true;
       // Decided locally when the state is known without a round trip; the message rides on the
       // turn's first write.
-      if (this.#beginLocally() !== undefined) return this.stepStarted(stepNumber);
+      if (this.#beginLocally(true) !== undefined) return this.#stepStarted(stepNumber);
     }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
       const buffered = this.#buffer.length;
-      const { state, decisions } = await this.#write([this.#userMessage(), started]);
-      throwIfRefused(decisions[buffered], this.#sessionId);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      return then(this.#write([this.#userMessage(), started]), ({ state, decisions }) => {
+        throwIfRefused(decisions[buffered], this.#sessionId);
+        return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      });
     }
     if (this.#plan.hasBudgets) {
       // With token budgets every step is decided on the store's state, usage written first, so
       // concurrent turns see each other's spending: together they overspend by at most the one
       // model step each of them has in flight. One more round trip per step, only for budgets.
-      const { state, decisions } = await this.#write([started]);
-      return this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber);
+      return then(this.#write([started]), ({ state, decisions }) =>
+        this.#offered({ decision: decisions.at(-1) as StepDecision, state }, stepNumber),
+      );
     }
     const context = this.#context();
     const local =
@@ -298,6 +339,15 @@ export class Turn {
     offered?: readonly string[],
     call: CallInput = {},
   ): Promise<ToolDecision> {
+    return this.#request(tool, toolCallId, offered, call);
+  }
+
+  #request(
+    tool: string,
+    toolCallId: string,
+    offered: readonly string[] | undefined,
+    call: CallInput,
+  ): ToolDecision | Promise<ToolDecision> {
     if (this.#turnId !== undefined && this.#requested.has(toolCallId)) {
       // Within one run of a turn a call id runs once, whatever its replay record says.
       return {
@@ -323,11 +373,19 @@ export class Turn {
       ...call,
       ...(this.#turnId !== undefined ? { turnId: this.#turnId } : {}),
     };
-    const { decisions } = await this.#write([input]);
-    const decision = decisions.at(-1) as ToolDecision;
-    if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
-    else if (decision.allowed) this.#hold(toolCallId);
-    return decision;
+    return then(this.#write([input]), ({ decisions }) => {
+      const decision = decisions.at(-1) as ToolDecision;
+      if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
+      else if (decision.allowed) this.#hold(toolCallId);
+      return decision;
+    });
+  }
+
+  static {
+    // For orchestrate() only (not exported by the package): see stepStartedNow and requestNow.
+    stepStartedNow = (turn, stepNumber) => turn.#stepStarted(stepNumber);
+    requestNow = (turn, tool, toolCallId, offered, call = {}) => turn.#request(tool, toolCallId, offered, call);
+    endNow = (turn, options = {}) => turn.#end(options);
   }
 
   /**
@@ -366,11 +424,17 @@ export class Turn {
    * when the turn never reached the store).
    */
   async end(options: { awaitingApproval?: boolean } = {}): Promise<readonly OrchestrationEvent[]> {
+    return this.#end(options);
+  }
+
+  #end(options: {
+    awaitingApproval?: boolean;
+  }): readonly OrchestrationEvent[] | Promise<readonly OrchestrationEvent[]> {
     const ended: TransitionInput = { type: 'turn-ended', awaitingApproval: options.awaitingApproval };
     // A session that keeps an event log is written at the end of every turn, so the log says
     // where the turn left it; that costs a round trip only when nothing else was buffered.
     const logged = this.#manager.eventLog > 0 && this.#stored !== undefined;
-    if (this.#buffer.length > 0 || logged) return (await this.#write([ended])).events;
+    if (this.#buffer.length > 0 || logged) return then(this.#write([ended]), (applied) => applied.events);
     if (this.#stored === undefined) return [];
     const result = transition(this.#plan, this.#stored, ended, this.#context());
     for (const event of result.events) this.#manager.emit(event);
@@ -388,13 +452,20 @@ export class Turn {
     return (await this.#write([])).state;
   }
 
-  async #write(inputs: readonly TransitionInput[]) {
+  /** Writes the buffer and `inputs` in one update: without a promise when the store is synchronous. */
+  #write(inputs: readonly TransitionInput[]): AppliedInputs | Promise<AppliedInputs> {
     const buffered = this.#buffer;
     this.#buffer = [];
     const batch = buffered.length === 0 ? inputs : [...buffered, ...inputs];
-    let applied: Awaited<ReturnType<OrchestrationManager['apply']>>;
+    // Nothing was written when it fails: the buffered inputs wait for the next write.
+    const keep = (error: unknown): never => {
+      this.#buffer = [...buffered, ...this.#buffer];
+      throw error;
+    };
+    let applied: AppliedInputs | Promise<AppliedInputs>;
     try {
-      applied = await this.#manager.apply(
+      applied = applyNow(
+        this.#manager,
         this.#plan,
         messageOf(this.#messages),
         this.#sessionId,
@@ -402,10 +473,13 @@ export class Turn {
         this.#ruleContext,
       );
     } catch (error) {
-      // Nothing was written: keep the buffered inputs for the next write.
-      this.#buffer = [...buffered, ...this.#buffer];
-      throw error;
+      return keep(error);
     }
+    if (applied instanceof Promise) return applied.then((result) => this.#written(batch, result), keep);
+    return this.#written(batch, applied);
+  }
+
+  #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
     // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
     if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
     this.#settled(batch, applied.events);
@@ -444,17 +518,14 @@ export class Turn {
   /** Keeps the reservation of `toolCallId` alive until its completion or failure is written. */
   #hold(toolCallId: string): void {
     this.#held.add(toolCallId);
-    if (this.#renewal !== undefined) return;
-    // Every quarter of the lease: a process whose event loop stalls for up to three quarters of it
-    // keeps its calls.
-    const every = Math.max(1, Math.floor((this.#manager.leaseMs ?? DEFAULT_LEASE_MS) / 4));
-    this.#renewal = setInterval(() => {
+    if (this.#renewalRegistered) return;
+    this.#renewal ??= () => {
       this.#renewing ??= this.#renew().finally(() => {
         this.#renewing = undefined;
       });
-    }, every);
-    // The running tool keeps the process alive, not its renewal.
-    this.#renewal.unref?.();
+    };
+    this.#renewalRegistered = true;
+    renewalsOf(this.#manager).add(this.#renewal);
   }
 
   /**
@@ -480,8 +551,9 @@ export class Turn {
   }
 
   #stopRenewal(): void {
-    if (this.#renewal !== undefined) clearInterval(this.#renewal);
-    this.#renewal = undefined;
+    if (!this.#renewalRegistered) return;
+    this.#renewalRegistered = false;
+    renewalsOf(this.#manager).delete(this.#renewal!);
   }
 
   #userMessage(): TransitionInput {
@@ -494,3 +566,53 @@ export class Turn {
 }
 
 const USER_MESSAGE: TransitionInput = Object.freeze({ type: 'user-message' });
+
+/**
+ * The lease renewals of one manager's turns, run by one timer: every quarter of the lease, each
+ * turn that holds calls renews them, so a process whose event loop stalls for up to three
+ * quarters of a lease keeps its calls. A call reserved between two ticks is renewed at the next
+ * one, at most a quarter of the lease later. One timer for all turns, rather than one per turn,
+ * because most calls end before the first renewal: starting and clearing a timer per call cost
+ * more than the rest of the call's bookkeeping. The timer stops at the first tick that finds no
+ * turn holding calls, and never keeps the process alive (the running tool does).
+ */
+class LeaseRenewals {
+  readonly #renewals = new Set<() => void>();
+  readonly #every: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(leaseMs: number) {
+    this.#every = Math.max(1, Math.floor(leaseMs / 4));
+  }
+
+  add(renewal: () => void): void {
+    this.#renewals.add(renewal);
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => this.#tick(), this.#every);
+    this.#timer.unref?.();
+  }
+
+  delete(renewal: () => void): void {
+    this.#renewals.delete(renewal);
+  }
+
+  #tick(): void {
+    if (this.#renewals.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
+    for (const renewal of this.#renewals) renewal();
+  }
+}
+
+const leaseRenewals = new WeakMap<OrchestrationManager, LeaseRenewals>();
+
+function renewalsOf(manager: OrchestrationManager): LeaseRenewals {
+  let renewals = leaseRenewals.get(manager);
+  if (renewals === undefined) {
+    renewals = new LeaseRenewals(manager.leaseMs ?? DEFAULT_LEASE_MS);
+    leaseRenewals.set(manager, renewals);
+  }
+  return renewals;
+}

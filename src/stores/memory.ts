@@ -147,8 +147,8 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     name: 'memory',
     updateSync: (sessionId, fn, time) => updateSync(sessionId, fn, time),
     peek(sessionId) {
-      // In-process: the state itself, never stale.
-      return closed ? undefined : live(sessionId, now())?.state;
+      // In-process: the state itself, never stale, so an absent session is known absent (null).
+      return closed ? undefined : (live(sessionId, now())?.state ?? null);
     },
     async get(sessionId) {
       assertSessionId(sessionId);

@@ -52,9 +52,11 @@ export interface SessionStore {
    * Optional: the session's state as this store instance last saw it, without any I/O, or
    * undefined when it does not know it. It may be stale (another process may have written since):
    * use it only where a stale answer is harmless, as for what a model step is offered, never for
-   * what runs (updates decide that). Turns use it to begin without a store round trip.
+   * what runs (updates decide that). Turns use it to begin without a store round trip. `null`
+   * says the store knows there is no such session (an in-process store, which is never stale):
+   * a new session then begins without a round trip too.
    */
-  peek?(sessionId: string): OrchestrationState | undefined;
+  peek?(sessionId: string): OrchestrationState | null | undefined;
   /** Removes the session; resolves to whether it existed. */
   delete(sessionId: string): Promise<boolean>;
   /** Removes expired sessions now and resolves to how many were removed. */
