@@ -26,7 +26,7 @@ import type { OrchestrateOptions } from './orchestrate.js';
 const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
 
 /** One schema per option: a new option of `orchestrate()` does not compile until it is checked here. */
-export const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
+const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
   manager: managerSchema,
   config: objectSchema('expected an agent template or its orchestration block'),
   sessionId: z
@@ -75,32 +75,6 @@ const requiredKeys = new Set<string>(['manager', 'config', 'sessionId', 'tools']
  */
 const passed = new WeakMap<object, Set<string>>();
 
-const nonEmptyString = (value: unknown) => typeof value === 'string' && value !== '';
-
-/** True when `value` is an array whose every element (holes included) passes `element`. */
-function everyElement(value: unknown, element: (item: unknown) => boolean): boolean {
-  if (!Array.isArray(value)) return false;
-  for (let i = 0; i < value.length; i++) if (!element(value[i])) return false;
-  return true;
-}
-
-/**
- * For the options that are strings or arrays (checked every turn, as they change from turn to
- * turn): a plain test that accepts exactly what the option's schema accepts, so a turn whose
- * options are all fine never runs zod. Interleaved with the AI SDK, a zod parse of a session id
- * costs microseconds of cold code; these cost nanoseconds. A value they refuse is judged by the
- * schema, which says why (a property test holds each to its schema).
- */
-export const plainOptionChecks: {
-  readonly [K in keyof typeof orchestrateOptionSchemas]?: (value: unknown) => boolean;
-} = {
-  sessionId: (value) => nonEmptyString(value) && (value as string).length <= MAX_SESSION_ID_LENGTH,
-  messages: (value) => everyElement(value, isObject),
-  agentId: nonEmptyString,
-  turnId: nonEmptyString,
-  activeTools: (value) => everyElement(value, (item) => typeof item === 'string'),
-};
-
 const isCacheable = (value: unknown): value is object =>
   typeof value === 'function' || (typeof value === 'object' && value !== null && !Array.isArray(value));
 
@@ -116,10 +90,7 @@ function passedBefore(options: Readonly<Record<string, unknown>>): boolean {
       if (requiredKeys.has(key)) return false;
     } else if (isCacheable(value)) {
       if (passed.get(value)?.has(key) !== true) return false;
-    } else {
-      const plain = plainOptionChecks[key];
-      if (plain !== undefined ? !plain(value) : !orchestrateOptionSchemas[key].safeParse(value).success) return false;
-    }
+    } else if (!orchestrateOptionSchemas[key].safeParse(value).success) return false;
   }
   return true;
 }
@@ -146,8 +117,7 @@ export function assertOrchestrateOptions(options: unknown): void {
     const annotations =
       toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
     // Checked every time: whether a config suits the tools depends on both (the plan is cached).
-    // The manager of known options passed its schema before.
-    issues.push(...configIssues(manager, config, tools, annotations, known));
+    issues.push(...configIssues(manager, config, tools, annotations));
   }
   throwOnErrors(issues, 'orchestrate() options');
   if (!known) rememberPassed(options as Readonly<Record<string, unknown>>);
@@ -186,10 +156,8 @@ export function configIssues(
   config: unknown,
   tools?: unknown,
   toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
-  /** `manager` is known to pass its schema. */
-  managerChecked = false,
 ): TemplateIssue[] {
-  if (!(managerChecked || managerSchema.safeParse(manager).success) || !isObject(config)) return [];
+  if (!managerSchema.safeParse(manager).success || !isObject(config)) return [];
   try {
     const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource, toolAnnotations);
     if (!isObject(tools)) return [];
