@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionLogEntry } from '../src/core/session-log.js';
 import type { OrchestrationState } from '../src/core/state.js';
 import { postgresStore } from '../src/stores/postgres.js';
+import { checkedSampleLines } from './helpers/checked-sample.js';
 import { pingPostgres, serviceAvailable } from './helpers/services.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -234,16 +235,8 @@ describe.skipIf(skip)('an orchestrated turn as a DBOS workflow, killed and recov
   }, 120_000);
 
   it("the README's sample is the fixture's wiring", () => {
-    const readme = readFileSync(`${ROOT}README.md`, 'utf8');
     const fixture = readFileSync(`${ROOT}test/fixtures/durable-turn.ts`, 'utf8');
-    const start = readme.indexOf('<!-- sample: checked-by test/durable-replay.test.ts -->');
-    expect(start).toBeGreaterThan(0);
-    const fence = readme.indexOf('```ts', start);
-    const sample = readme.slice(fence + 5, readme.indexOf('```', fence + 5));
-    const code = sample
-      .split('\n')
-      .map((line) => line.trim())
-      .filter((line) => line !== '' && !line.startsWith('//'));
+    const code = checkedSampleLines('README.md', 'test/durable-replay.test.ts');
     expect(code.length).toBeGreaterThan(10);
     for (const line of code) expect(fixture, line).toContain(line);
   });

@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { checkedSampleLines } from './helpers/checked-sample.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const BLOCKED: readonly string[] = (
@@ -125,16 +126,8 @@ describe('Baton and OPA guarding one agent', () => {
   });
 
   it("the README's sample is the example's wiring", () => {
-    const readme = readFileSync(`${ROOT}README.md`, 'utf8');
     const example = readFileSync(`${ROOT}examples/opa-composition.ts`, 'utf8');
-    const start = readme.indexOf('<!-- sample: checked-by test/opa-composition.test.ts -->');
-    expect(start).toBeGreaterThan(0);
-    const fence = readme.indexOf('```ts', start);
-    const sample = readme.slice(fence + 5, readme.indexOf('```', fence + 5));
-    const code = sample
-      .split('\n')
-      .map((line) => line.trim())
-      .filter((line) => line !== '' && !line.startsWith('//') && line !== '...');
+    const code = checkedSampleLines('README.md', 'test/opa-composition.test.ts');
     expect(code.length).toBeGreaterThan(3);
     for (const line of code) expect(example, line).toContain(line);
   });
