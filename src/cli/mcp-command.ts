@@ -4,25 +4,25 @@
  * SDK is loaded only when the command runs.
  */
 import type { Readable, Writable } from 'node:stream';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { BatonError, MissingDependencyError } from '../core/errors.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
-import { DEFAULT_EVENT_LOG } from '../server/create-app.js';
 import { redact, storeUrlProblem } from '../stores/resolve-store.js';
+import {
+  corsOption,
+  eventLogOption,
+  hostOption,
+  integer,
+  leaseOption,
+  maxQueuedTurnsOption,
+  maxTurnsOption,
+  storeOption,
+} from './options.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
 
 /** Default store of `baton mcp`: a session lives as long as its connection (use --store to keep it). */
 export const DEFAULT_MCP_STORE = 'memory:';
-
-function integer(name: string, min: number) {
-  return (value: string) => {
-    const n = Number(value);
-    if (!Number.isSafeInteger(n) || n < min)
-      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
-    return n;
-  };
-}
 
 /** Flags of `baton mcp`. */
 interface McpFlags {
@@ -59,32 +59,25 @@ export function mcpCommand(context: CliContext): Command {
         .default([]),
     )
     .option('--session <id>', 'continue this orchestration session (stdio; default: a new one per connection)')
-    .option(
-      '--store <url>',
-      'session state: memory: | sqlite:<path> | redis://… | postgres://… (shared by several gateways)',
-      context.env.BATON_STORE ?? DEFAULT_MCP_STORE,
+    .addOption(
+      storeOption(
+        context,
+        'session state: memory: | sqlite:<path> | redis://… | postgres://… (shared by several gateways)',
+        DEFAULT_MCP_STORE,
+      ),
     )
     .addOption(
       new Option('--http <port>', 'serve Streamable HTTP on this port (0 picks a free one) instead of stdio').argParser(
         integer('--http', 0),
       ),
     )
-    .option('--host <host>', 'interface to listen on with --http', '127.0.0.1')
-    .option(
-      '--cors <origins>',
-      'with --http: comma-separated origins allowed to call from a browser',
-      context.env.BATON_CORS_ORIGINS ?? '',
-    )
+    .addOption(hostOption('interface to listen on with --http'))
+    .addOption(corsOption(context, 'with --http: comma-separated origins allowed to call from a browser'))
+    .addOption(eventLogOption('decisions kept per session for GET /api/sessions/:id/events (0: none)'))
     .addOption(
-      new Option('--event-log <n>', 'decisions kept per session for GET /api/sessions/:id/events (0: none)')
-        .argParser(integer('--event-log', 0))
-        .default(DEFAULT_EVENT_LOG),
-    )
-    .addOption(
-      new Option(
-        '--lease <ms>',
+      leaseOption(
         "how long a running call's reservation lasts without renewal (renewed while the upstream runs; default 120000)",
-      ).argParser(integer('--lease', 1)),
+      ),
     )
     .addOption(
       new Option(
@@ -92,17 +85,8 @@ export function mcpCommand(context: CliContext): Command {
         'most time an upstream request may take (progress notifications restart it; default 60000)',
       ).argParser(integer('--call-timeout', 1)),
     )
-    .addOption(
-      new Option('--max-turns <n>', 'with --http: most tool calls that run at once (more wait)').argParser(
-        integer('--max-turns', 1),
-      ),
-    )
-    .addOption(
-      new Option(
-        '--max-queued-turns <n>',
-        'with --http: tool calls that wait for a slot; more are refused (default 1024)',
-      ).argParser(integer('--max-queued-turns', 0)),
-    )
+    .addOption(maxTurnsOption('with --http: most tool calls that run at once (more wait)'))
+    .addOption(maxQueuedTurnsOption('with --http: tool calls that wait for a slot; more are refused (default 1024)'))
     .addOption(
       new Option(
         '--watch <ms>',

@@ -4,8 +4,18 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_EVENT_LOG, DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
+import { Command, Option } from 'commander';
+import { DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
+import {
+  corsOption,
+  eventLogOption,
+  hostOption,
+  integer,
+  leaseOption,
+  maxQueuedTurnsOption,
+  maxTurnsOption,
+  storeOption,
+} from './options.js';
 import type { CliContext } from './program.js';
 import {
   DEFAULT_HEADERS_TIMEOUT_MS,
@@ -21,15 +31,6 @@ import { runServeWorker, startServeWorkers } from './serve-workers.js';
 export const DEFAULT_PORT = 4000;
 /** Default store of `baton serve`: durable and embedded. */
 export const DEFAULT_SERVE_STORE = 'sqlite:.baton/state.db';
-
-function integer(name: string, min: number) {
-  return (value: string) => {
-    const n = Number(value);
-    if (!Number.isSafeInteger(n) || n < min)
-      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
-    return n;
-  };
-}
 
 /** `auto` (one worker per available core) or a whole number >= 1. */
 function workerCount(value: string): number {
@@ -47,11 +48,9 @@ export function serveCommand(context: CliContext): Command {
         .argParser(integer('--port', 0))
         .default(context.env.PORT ? Number(context.env.PORT) : DEFAULT_PORT),
     )
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
-    .option(
-      '--store <url>',
-      'session state: sqlite:<path> | memory: | redis://… | postgres://…',
-      context.env.BATON_STORE ?? DEFAULT_SERVE_STORE,
+    .addOption(hostOption('interface to listen on'))
+    .addOption(
+      storeOption(context, 'session state: sqlite:<path> | memory: | redis://… | postgres://…', DEFAULT_SERVE_STORE),
     )
     .option(
       '-m, --model <spec>',
@@ -66,11 +65,7 @@ export function serveCommand(context: CliContext): Command {
       'keep no state on the server: it travels signed in x-orchestration-state (keys from $BATON_STATE_KEYS)',
       false,
     )
-    .option(
-      '--cors <origins>',
-      'comma-separated origins allowed to call the API from a browser',
-      context.env.BATON_CORS_ORIGINS ?? '',
-    )
+    .addOption(corsOption(context, 'comma-separated origins allowed to call the API from a browser'))
     .addOption(new Option('--body-limit <bytes>', 'largest request body').argParser(integer('--body-limit', 1)))
     .addOption(
       new Option('--max-messages <n>', 'most messages in one chat request').argParser(integer('--max-messages', 1)),
@@ -82,30 +77,20 @@ export function serveCommand(context: CliContext): Command {
       ).argParser(integer('--max-message-chars', 1)),
     )
     .addOption(
-      new Option(
-        '--max-turns <n>',
+      maxTurnsOption(
         'most chat turns that run at once (default 256; beyond 4, only while the CPU has time to spare); more wait in a queue',
-      ).argParser(integer('--max-turns', 1)),
+      ),
     )
     .addOption(
-      new Option(
-        '--max-queued-turns <n>',
-        'chat turns that wait for a slot; more are refused with 503 and Retry-After (default 1024)',
-      ).argParser(integer('--max-queued-turns', 0)),
+      maxQueuedTurnsOption('chat turns that wait for a slot; more are refused with 503 and Retry-After (default 1024)'),
     )
     .addOption(
-      new Option(
-        '--event-log <n>',
-        "decisions kept per session for the inspector's timeline (0: none; ignored with --stateless)",
-      )
-        .argParser(integer('--event-log', 0))
-        .default(DEFAULT_EVENT_LOG),
+      eventLogOption("decisions kept per session for the inspector's timeline (0: none; ignored with --stateless)"),
     )
     .addOption(
-      new Option(
-        '--lease <ms>',
+      leaseOption(
         "how long a running tool call's reservation lasts without renewal (its process renews it while the call runs; default 120000)",
-      ).argParser(integer('--lease', 1)),
+      ),
     )
     .addOption(
       new Option(

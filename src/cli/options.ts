@@ -1,0 +1,52 @@
+/**
+ * The command-line flags `baton serve` and `baton mcp` share, declared once: how each is parsed,
+ * named and defaulted. The help text is each command's own (what the flag means there).
+ */
+import { InvalidArgumentError, Option } from 'commander';
+import { DEFAULT_EVENT_LOG } from '../server/create-app.js';
+import type { CliContext } from './program.js';
+
+/** A parser of `name`'s value: a whole number >= `min`, or a usage error naming the flag. */
+export function integer(name: string, min: number): (value: string) => number {
+  return (value: string) => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}.`);
+    return n;
+  };
+}
+
+/** `--store <url>`, defaulting to `$BATON_STORE`, else `fallback`. */
+export function storeOption(context: CliContext, description: string, fallback: string): Option {
+  return new Option('--store <url>', description).default(context.env.BATON_STORE ?? fallback);
+}
+
+/** `--host <host>`: the interface to listen on (default loopback). */
+export function hostOption(description: string): Option {
+  return new Option('--host <host>', description).default('127.0.0.1');
+}
+
+/** `--cors <origins>`, defaulting to `$BATON_CORS_ORIGINS`, else none. */
+export function corsOption(context: CliContext, description: string): Option {
+  return new Option('--cors <origins>', description).default(context.env.BATON_CORS_ORIGINS ?? '');
+}
+
+/** `--event-log <n>`: decisions kept per session (0: none). */
+export function eventLogOption(description: string): Option {
+  return new Option('--event-log <n>', description).argParser(integer('--event-log', 0)).default(DEFAULT_EVENT_LOG);
+}
+
+/** `--lease <ms>`: how long a running call's reservation lasts without renewal. */
+export function leaseOption(description: string): Option {
+  return new Option('--lease <ms>', description).argParser(integer('--lease', 1));
+}
+
+/** `--max-turns <n>`: most turns (or calls) that run at once. */
+export function maxTurnsOption(description: string): Option {
+  return new Option('--max-turns <n>', description).argParser(integer('--max-turns', 1));
+}
+
+/** `--max-queued-turns <n>`: how many wait for a slot before more are refused. */
+export function maxQueuedTurnsOption(description: string): Option {
+  return new Option('--max-queued-turns <n>', description).argParser(integer('--max-queued-turns', 0));
+}
