@@ -84,6 +84,30 @@ describeEachStore('a once-only tool three times slower than its lease', (open, k
     expect(state).toMatchObject({ recentlyUsedTools: ['pay'], activeStep: 'Done' });
   }, 20_000);
 
+  it("keeps every turn's calls renewed while the manager's other turns end, and again for later turns", async () => {
+    // One manager's turns share its renewals: a turn that ends must not stop another's.
+    const [shared, other] = managers() as [OrchestrationManager, OrchestrationManager];
+    const stamp = Date.now();
+    const pays: string[] = [];
+    const a = payTurn(shared, `slow-shared-a-${kind}-${stamp}`, 'pay-a', pays);
+    await sleep(2 * LEASE_MS);
+    const sessionB = `slow-shared-b-${kind}-${stamp}`;
+    const b = payTurn(shared, sessionB, 'pay-b', pays);
+    // a ends at 3 leases; unrenewed since then, b's reservation would end at 4: try at 4.4.
+    await sleep(2.4 * LEASE_MS);
+    const c = payTurn(other, sessionB, 'pay-c', pays);
+    await Promise.all([a, b, c]);
+    expect(pays).toEqual(['pay-a', 'pay-b']);
+    // Nothing held: the renewals stop. A later turn of the same manager is renewed again.
+    await sleep(LEASE_MS);
+    const sessionD = `slow-shared-d-${kind}-${stamp}`;
+    const d = payTurn(shared, sessionD, 'pay-d', pays);
+    await sleep(LEASE_MS + 200);
+    const e = payTurn(other, sessionD, 'pay-e', pays);
+    await Promise.all([d, e]);
+    expect(pays).toEqual(['pay-a', 'pay-b', 'pay-d']);
+  }, 30_000);
+
   it('reports a call whose reservation ended while it ran (a reset), and does not record it', async () => {
     const [first] = managers() as [OrchestrationManager];
     const sessionId = `slow-reset-${kind}-${Date.now()}`;
