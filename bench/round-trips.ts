@@ -34,6 +34,8 @@ export interface RoundTrips {
    * the first model step, to offer what its state allows.
    */
   libraryNewSession: number;
+  /** A new session the app says is new (`orchestrate({ newSession: true })`): no read. */
+  libraryNewSessionHinted: number;
   serverNewSession: number;
   serverContinued: number;
 }
@@ -53,6 +55,9 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
     before = counted.trips();
     await libraryTurn(reasoner, manager, sessionId);
     const library = counted.trips() - before;
+    before = counted.trips();
+    await libraryTurn(reasoner, manager, `trips-lib-${randomUUID()}`, { newSession: true });
+    const libraryNewSessionHinted = counted.trips() - before;
 
     const served = createOrchestrationManager({ store: counted.store, eventLog: 100 });
     const app = createApp({ agents: [reasoner], model: 'offline', manager: served, webRoot: false });
@@ -73,7 +78,14 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
           ],
         }),
       );
-      return { store: kind, library, libraryNewSession, serverNewSession, serverContinued: counted.trips() - before };
+      return {
+        store: kind,
+        library,
+        libraryNewSession,
+        libraryNewSessionHinted,
+        serverNewSession,
+        serverContinued: counted.trips() - before,
+      };
     } finally {
       await app.close();
     }
@@ -99,10 +111,12 @@ export async function runRoundTrips(): Promise<{ results: RoundTrips[]; skipped:
 
 /** The table `npm run bench` prints. */
 export function formatRoundTrips({ results, skipped }: Awaited<ReturnType<typeof runRoundTrips>>): string {
-  const lines = ['store       library, known session  library, new session  server, new session  server, continued'];
+  const lines = [
+    'store       library, known session  library, new session  library, newSession: true  server, new session  server, continued',
+  ];
   for (const r of results) {
     lines.push(
-      `${r.store.padEnd(10)}  ${String(r.library).padStart(22)}  ${String(r.libraryNewSession).padStart(20)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
+      `${r.store.padEnd(10)}  ${String(r.library).padStart(22)}  ${String(r.libraryNewSession).padStart(20)}  ${String(r.libraryNewSessionHinted).padStart(25)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
     );
   }
   for (const s of skipped) lines.push(`not measured: ${s}`);

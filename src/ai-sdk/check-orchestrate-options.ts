@@ -41,6 +41,7 @@ const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSe
   messages: z.array(objectSchema('expected a message')),
   agentId: z.string().min(1, 'expected a non-empty agent id'),
   sessionState: objectSchema('expected an orchestration state'),
+  newSession: z.boolean(),
   context: objectSchema('expected an object of facts for rules'),
   turnId: z.string().min(1, 'expected a non-empty turn id'),
   onStep: functionSchema,

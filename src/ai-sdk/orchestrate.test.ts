@@ -233,4 +233,25 @@ describe('orchestrate() with the AI SDK', () => {
     const system = model.calls[0]?.prompt.find((m) => m.role === 'system');
     expect(system?.content).toContain('No tools are available in this step');
   });
+
+  it('with a wrong newSession hint, runs only what the stored session allows', async () => {
+    const events: OrchestrationEvent[] = [];
+    const manager = createOrchestrationManager({ onEvent: (e) => events.push(e) });
+    const { tools, executed } = makeTools();
+    const turn = async (model: ScriptedModel, newSession: boolean) => {
+      const orchestration = orchestrate({ manager, config, sessionId: 'w', tools, messages: research, newSession });
+      await streamText({ model, messages: research, stopWhen: isStepCount(4), ...orchestration }).consumeStream();
+      await orchestration.settled();
+    };
+    await turn(new ScriptedModel([{ toolCalls: [call('search')] }, { text: 'searched' }]), false);
+    // The session waits for "think"; the hint says it is new, so the first step offers "search".
+    const hinted = new ScriptedModel([{ toolCalls: [call('search', 'second-search')] }, { text: 'done' }]);
+    await turn(hinted, true);
+    expect(hinted.offeredTools()[0]).toEqual(['search']);
+    expect(executed).toEqual(['search']); // the second search was refused by the stored session
+    const refusal = events.findLast((e) => e.type === 'tool-rejected');
+    expect(refusal?.type === 'tool-rejected' && [refusal.tool, refusal.reason.code]).toEqual(['search', 'sequence']);
+    const state = await manager.getStateManager().getState('w');
+    expect(state?.recentlyUsedTools).toEqual(['search']);
+  });
 });

@@ -134,6 +134,14 @@ export interface OrchestrateOptions<TOOLS extends ToolSet, RUNTIME_CONTEXT exten
    */
   sessionState?: OrchestrationState;
   /**
+   * You made up `sessionId` for this turn (a new chat): the turn starts from an empty session
+   * instead of reading it from the store, one round trip fewer on Redis or PostgreSQL (a research
+   * turn of 3 tools: 4 instead of 5). Only a hint: if the store does hold the session, a call runs
+   * only if the stored session allows it (each call is decided on the store's state), but the
+   * first model step is offered the tools of a new session. No effect with `sessionState`.
+   */
+  newSession?: boolean;
+  /**
    * What rules on calls may read as `context` in their conditions (e.g. `{ user: { role: 'admin' } }`):
    * facts of the caller the model cannot change. Read once per object: pass a new object when
    * the facts change, rather than changing this one.
@@ -283,6 +291,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     messages: conversation,
     agentId: options.agentId,
     state: options.sessionState,
+    fresh: options.newSession,
     // A call that lost its reservation is reported, not failed: the turn itself went well.
     onError: report,
     context: options.context,

@@ -54,6 +54,8 @@ export interface OrchestratedCallOptions {
    * `orchestrate({ sessionState })`): the first model step needs no store round trip.
    */
   sessionState?: OrchestrationState | undefined;
+  /** The caller made up `sessionId` for this call: no store read before the first step (see `orchestrate({ newSession })`). */
+  newSession?: boolean | undefined;
   /** Called before every model step of this call with the step's orchestration. */
   onStep?: ((info: StepInfo) => void | PromiseLike<void>) | undefined;
   /** Receives this call's orchestration failures, instead of the agent's `onError`. */
@@ -83,6 +85,7 @@ export const orchestratedCallOptionsSchema = z.object({
   sessionState: z
     .custom<OrchestrationState>((value) => typeof value === 'object' && value !== null, 'expected a session state')
     .optional(),
+  newSession: z.boolean().optional(),
   onStep: z.custom<(info: StepInfo) => void | PromiseLike<void>>(isFunction, 'expected a function').optional(),
   onError: z.custom<(error: unknown) => void>(isFunction, 'expected a function').optional(),
   // z.custom, not z.instanceof: the declarations must also build against zod 3.25's zod/v4.
@@ -160,7 +163,7 @@ export class OrchestratedAgent<
           );
         }
         const prepared = prepareCall ? await prepareCall(call) : call;
-        const { sessionId, conversation, onStep, agentId, sessionState } = call.options;
+        const { sessionId, conversation, onStep, agentId, sessionState, newSession } = call.options;
         const report =
           call.options.onError ?? ((error: unknown) => (onOrchestrationError ?? defaultOnError)(error, sessionId));
         const orchestration = orchestrate<TOOLS, RUNTIME_CONTEXT>({
@@ -174,6 +177,7 @@ export class OrchestratedAgent<
           ...(onStep ? { onStep } : {}),
           ...(agentId !== undefined ? { agentId } : {}),
           ...(sessionState !== undefined ? { sessionState } : {}),
+          ...(newSession !== undefined ? { newSession } : {}),
           ...(prepared.instructions !== undefined ? { instructions: prepared.instructions } : {}),
           ...(prepared.activeTools ? { activeTools: prepared.activeTools } : {}),
           ...(prepared.toolChoice ? { toolChoice: prepared.toolChoice } : {}),

@@ -100,10 +100,11 @@ export async function researchTurn(
   template: Template,
   manager: OrchestrationManager,
   sessionId: string,
+  options: { newSession?: boolean } = {},
 ): Promise<void> {
   const agent = createAgent(template, { model: 'offline', manager });
   const messages = [{ role: 'user' as const, content: RESEARCH_QUESTION }];
-  const orchestration = orchestrate({ manager, config: template, sessionId, tools: agent.tools, messages });
+  const orchestration = orchestrate({ manager, config: template, sessionId, tools: agent.tools, messages, ...options });
   const result = streamText({ model: createOfflineModel(), messages, stopWhen: isStepCount(8), ...orchestration });
   await result.consumeStream();
   await orchestration.settled();
