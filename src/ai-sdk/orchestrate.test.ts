@@ -234,6 +234,70 @@ describe('orchestrate() with the AI SDK', () => {
     expect(system?.content).toContain('No tools are available in this step');
   });
 
+  it("converts each tool's input schema to JSON Schema once, not at every model step", async () => {
+    let conversions = 0;
+    let validations = 0;
+    // A Standard Schema that counts how often the AI SDK asks for its JSON Schema.
+    const counted = {
+      '~standard': {
+        version: 1 as const,
+        vendor: 'counted',
+        validate: (value: unknown) => {
+          validations++;
+          return { value: value as { q?: string } };
+        },
+        jsonSchema: {
+          input: () => {
+            conversions++;
+            return { type: 'object', properties: { q: { type: 'string' } } };
+          },
+          output: () => ({ type: 'object' }),
+        },
+      },
+    };
+    const executed: string[] = [];
+    const make = (name: string) =>
+      tool({ description: name, inputSchema: counted, execute: async () => void executed.push(name) });
+    const tools = { search: make('search'), think: make('think'), reflect: make('reflect') };
+    const manager = createOrchestrationManager();
+    const script = () => [
+      { toolCalls: [call('search')] },
+      { toolCalls: [call('think')] },
+      { toolCalls: [call('reflect')] },
+      { text: 'done' },
+    ];
+    const bare = new ScriptedModel(script());
+    await streamText({ model: bare, messages: research, tools, stopWhen: isStepCount(6) }).consumeStream();
+    const bareConversions = conversions;
+    expect(bareConversions).toBeGreaterThanOrEqual(12); // each of 3 tools at each of 4 steps
+    conversions = 0;
+    for (const sessionId of ['one', 'two']) {
+      const model = new ScriptedModel(script());
+      const orchestration = orchestrate({ manager, config, sessionId, tools, messages: research });
+      await streamText({ model, messages: research, stopWhen: isStepCount(6), ...orchestration }).consumeStream();
+      await orchestration.settled();
+      // The model gets the JSON Schema the AI SDK would send, for the tools offered.
+      expect(model.calls.map((c) => c.tools?.map((t) => t.type === 'function' && t.inputSchema))).toEqual(
+        model.calls.map((c) =>
+          c.tools?.map(() => bare.calls[0]?.tools?.[0]?.type === 'function' && bare.calls[0].tools[0].inputSchema),
+        ),
+      );
+    }
+    expect(conversions).toBe(1); // one schema object, converted once for both turns
+    expect(executed).toEqual([
+      'search',
+      'think',
+      'reflect',
+      'search',
+      'think',
+      'reflect',
+      'search',
+      'think',
+      'reflect',
+    ]);
+    expect(validations).toBe(9); // every call's input is still validated by the tool's schema
+  });
+
   it('with a wrong newSession hint, runs only what the stored session allows', async () => {
     const events: OrchestrationEvent[] = [];
     const manager = createOrchestrationManager({ onEvent: (e) => events.push(e) });

@@ -23,11 +23,13 @@
  */
 import type {
   ActiveTools,
+  FlexibleSchema,
   GenerateTextEndEvent,
   Instructions,
   ModelMessage,
   PrepareStepFunction,
   PrepareStepResult,
+  Schema,
   StepResult,
   ToolApprovalConfiguration,
   ToolApprovalStatus,
@@ -36,7 +38,7 @@ import type {
   ToolSet,
   TypedToolCall,
 } from 'ai';
-import { NoSuchToolError } from 'ai';
+import { asSchema, NoSuchToolError } from 'ai';
 import type { OrchestrationSource } from '../core/compile.js';
 import type { StepView } from '../core/engine.js';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
@@ -501,6 +503,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     const tool = {
       ...original,
+      ...(original.inputSchema != null ? { inputSchema: convertedSchema(original.inputSchema) } : {}),
       execute: (input: unknown, execution: ToolExecutionOptions<unknown>) =>
         serial(async () => {
           const { toolCallId } = execution;
@@ -775,6 +778,25 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
  * that made it): an approved call the AI SDK runs before the first model step. A call of the
  * current step is not in the messages its step was sent.
  */
+/**
+ * Tools' input schemas, each converted once, by the app's schema object. The AI SDK converts a
+ * zod (or other standard) schema to JSON Schema again for every tool it offers at every model
+ * step (`asSchema` makes a new converter each time), which costs more per step than deciding
+ * the step; a converted `Schema` it reuses, and that one keeps its JSON Schema once made. Guarded
+ * tools carry the converted schema: the same JSON Schema and the same validation, converted once
+ * for every turn of the process.
+ */
+const convertedSchemas = new WeakMap<object, Schema<unknown>>();
+
+function convertedSchema(schema: FlexibleSchema<unknown>): Schema<unknown> {
+  let converted = convertedSchemas.get(schema);
+  if (converted === undefined) {
+    converted = asSchema(schema);
+    convertedSchemas.set(schema, converted);
+  }
+  return converted;
+}
+
 function isResumedCall(messages: readonly ModelMessage[], toolCallId: string): boolean {
   for (const message of messages) {
     if (message.role !== 'assistant' || typeof message.content === 'string') continue;
