@@ -1,9 +1,10 @@
 /**
  * Orchestration overhead per model step in an AI SDK 7 tool loop: the same scripted model and
- * tools through bare `streamText`, and through `streamText` + `orchestrate()` (prepareStep before
- * every step, guarded tools, state writes and token accounting) on each store, with the store's
- * round trips per turn counted. Both variants run interleaved in one process, so drift (JIT, GC,
- * a busy machine) hits both alike.
+ * tools through bare `streamText`, the same filtering written by hand (over the app's tools, and
+ * over the tools with their schemas converted once, as `orchestrate()` guards them), and
+ * `streamText` + `orchestrate()` (prepareStep before every step, guarded tools, state writes and
+ * token accounting) on each store, with the store's round trips per turn counted. The variants
+ * run interleaved in one process, so drift (JIT, GC, a busy machine) hits all alike.
  *
  * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick]`. A benchmark, never part of `npm test`.
  */
@@ -16,7 +17,7 @@ import type {
   LanguageModelV4StreamResult,
   LanguageModelV4Usage,
 } from '@ai-sdk/provider';
-import { isStepCount, type ModelMessage, streamText, type ToolSet, tool } from 'ai';
+import { asSchema, isStepCount, type ModelMessage, streamText, type ToolSet, tool } from 'ai';
 import { z } from 'zod';
 import { orchestrate } from '../src/ai-sdk/orchestrate.js';
 import type { OrchestrationConfig } from '../src/core/schema.js';
@@ -103,6 +104,18 @@ function makeTools(): ToolSet {
   return Object.fromEntries(SEQUENCE.map((name) => [name, make(name)]));
 }
 
+/**
+ * The same tools with each input schema converted to JSON Schema once (`asSchema`), as
+ * `orchestrate()`'s guarded tools carry them: the AI SDK converts a zod schema again for every
+ * tool offered at every model step, a converted one it reuses. The hand-written filter over these
+ * is the fair measure of what Baton's own work costs.
+ */
+function withConvertedSchemas(tools: ToolSet): ToolSet {
+  return Object.fromEntries(
+    Object.entries(tools).map(([name, t]) => [name, { ...t, inputSchema: asSchema(t.inputSchema) }]),
+  );
+}
+
 /** What one measured turn did, to check both variants did the same work. */
 interface TurnCheck {
   steps: number;
@@ -183,6 +196,8 @@ export interface AiSdkBenchCell {
   bareMicrosPerStep: number;
   /** The same filtering written by hand (`prepareStep` + `activeTools` + an approval hook). */
   handMicrosPerStep: number;
+  /** The same, over tools whose schemas were converted once, as Baton's guarded tools are. */
+  handConvertedMicrosPerStep: number;
   orchestratedMicrosPerStep: number;
   overheadMicrosPerStep: number;
   /** Median of the per-turn differences (each orchestrated turn minus the bare turn next to it). */
@@ -210,9 +225,11 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
   const warmup = Math.min(300, Math.ceil(turns / 5));
   const model = scriptedModel();
   const tools = makeTools();
+  const converted = withConvertedSchemas(tools);
   const manager = createOrchestrationManager({ store: harness.store, onError: () => undefined });
   const bare: number[] = [];
   const hand: number[] = [];
+  const handConverted: number[] = [];
   const orchestrated: number[] = [];
   // Each turn's pair ran back to back, so their difference cancels slow drift in machine load.
   const paired: number[] = [];
@@ -253,8 +270,15 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
       check('hand-written', got);
       if (i >= warmup) hand.push(micros);
     };
+    const runHandConverted = async () => {
+      const t0 = performance.now();
+      const got = await handTurn(model, converted, messages);
+      const micros = (performance.now() - t0) * 1000;
+      check('hand-written (converted schemas)', got);
+      if (i >= warmup) handConverted.push(micros);
+    };
     // Rotate which variant goes first, so none always runs on a warmer cache.
-    const order = [runBare, runHand, runOrchestrated];
+    const order = [runBare, runHand, runHandConverted, runOrchestrated];
     for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
     if (i >= warmup) paired.push(orchestrated.at(-1)! - bare.at(-1)!);
     // Old sessions are never read again; dropping them keeps the store (and GC) the same size.
@@ -271,6 +295,7 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
     stepsPerTurn: STEPS_PER_TURN,
     bareMicrosPerStep,
     handMicrosPerStep: median(hand) / STEPS_PER_TURN,
+    handConvertedMicrosPerStep: median(handConverted) / STEPS_PER_TURN,
     orchestratedMicrosPerStep,
     overheadMicrosPerStep,
     pairedOverheadMicrosPerStep: median(paired) / STEPS_PER_TURN,
@@ -310,10 +335,11 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
   const fmt = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 });
   const lines = [
     `AI SDK loop: a research turn of ${STEPS_PER_TURN} model steps and ${SEQUENCE.length} tools: bare streamText, the same`,
-    'filtering by hand (prepareStep + activeTools + approval hook) and streamText + orchestrate(), rotating turn by turn',
-    'on each store; medians, µs per model step; "vs hand" = orchestrated minus hand-written',
+    'filtering by hand (prepareStep + activeTools + approval hook), the same over tools whose schemas were converted',
+    'once ("hand, conv.", as orchestrate() guards them) and streamText + orchestrate(), rotating turn by turn on each',
+    'store; medians, µs per model step; "vs hand" = orchestrated minus hand-written; "vs conv." = minus hand, conv.',
     '',
-    'store      turns  bare µs/step  hand-written  orchestrated  overhead  (ratio)  paired  vs hand  round trips/turn  target',
+    'store      turns  bare µs/step  hand-written  hand, conv.  orchestrated  overhead  (ratio)  paired  vs hand  vs conv.  round trips/turn  target',
   ];
   for (const c of result.cells) {
     const target =
@@ -328,11 +354,13 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
         String(c.turns).padStart(6),
         fmt(c.bareMicrosPerStep).padStart(13),
         fmt(c.handMicrosPerStep).padStart(13),
+        fmt(c.handConvertedMicrosPerStep).padStart(12),
         fmt(c.orchestratedMicrosPerStep).padStart(13),
         fmt(c.overheadMicrosPerStep).padStart(9),
         `x${c.ratio.toFixed(3)}`.padStart(8),
         fmt(c.pairedOverheadMicrosPerStep).padStart(7),
         fmt(c.orchestratedMicrosPerStep - c.handMicrosPerStep).padStart(8),
+        fmt(c.orchestratedMicrosPerStep - c.handConvertedMicrosPerStep).padStart(9),
         trips.padStart(17),
         ` ${target}`,
       ].join(' '),
