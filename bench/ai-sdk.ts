@@ -245,38 +245,25 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
     // A fresh message (and session) per turn, as a new user question would be.
     const messages: ModelMessage[] = [{ role: 'user', content: `Please research EV adoption, question ${i}` }];
     const sessionId = `bench-${i}`;
-    const runBare = async () => {
+    /** Times one variant's turn, checks it did the research turn, and keeps its time after the warm-up. */
+    const timed = (variant: string, into: number[], turn: () => Promise<TurnCheck>) => async () => {
       const t0 = performance.now();
-      const got = await bareTurn(model, tools, messages);
+      const got = await turn();
       const micros = (performance.now() - t0) * 1000;
-      check('bare', got);
-      if (i >= warmup) bare.push(micros);
+      check(variant, got);
+      if (i >= warmup) into.push(micros);
     };
-    const runOrchestrated = async () => {
+    const runBare = timed('bare', bare, () => bareTurn(model, tools, messages));
+    const runHand = timed('hand-written', hand, () => handTurn(model, tools, messages));
+    const runHandConverted = timed('hand-written (converted schemas)', handConverted, () =>
+      handTurn(model, converted, messages),
+    );
+    const runOrchestrated = timed('orchestrated', orchestrated, async () => {
       const trips0 = harness.roundTrips();
-      const t0 = performance.now();
       const got = await orchestratedTurn(model, tools, messages, manager, sessionId);
-      const micros = (performance.now() - t0) * 1000;
-      check('orchestrated', got);
-      if (i >= warmup) {
-        orchestrated.push(micros);
-        trips += harness.roundTrips() - trips0;
-      }
-    };
-    const runHand = async () => {
-      const t0 = performance.now();
-      const got = await handTurn(model, tools, messages);
-      const micros = (performance.now() - t0) * 1000;
-      check('hand-written', got);
-      if (i >= warmup) hand.push(micros);
-    };
-    const runHandConverted = async () => {
-      const t0 = performance.now();
-      const got = await handTurn(model, converted, messages);
-      const micros = (performance.now() - t0) * 1000;
-      check('hand-written (converted schemas)', got);
-      if (i >= warmup) handConverted.push(micros);
-    };
+      if (i >= warmup) trips += harness.roundTrips() - trips0;
+      return got;
+    });
     // Rotate which variant goes first, so none always runs on a warmer cache.
     const order = [runBare, runHand, runHandConverted, runOrchestrated];
     for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
