@@ -7,9 +7,8 @@
  * store measures `manager.processToolUsage` itself with 32 sessions.
  *
  * Round trips are counted, not estimated: every command the ioredis client sends (its
- * `sendCommand`, which auto-pipelined commands pass through too) and every query of every
- * pooled PostgreSQL connection (their `query`). With Redis auto-pipelining, several commands
- * share one socket write; those writes are reported separately.
+ * `sendCommand`) and every query of every pooled PostgreSQL connection (their `query`). The
+ * Redis store lets concurrent commands share one socket write; those writes are reported separately.
  *
  * Flags: `--quick` (shorter cells), `--stores=memory,sqlite,redis,postgres`.
  * Redis and PostgreSQL are skipped, and said so, when unreachable.
@@ -66,7 +65,7 @@ export interface StoreBenchCell {
   repetitions: number[];
   /** Commands (Redis) or queries (PostgreSQL) per change; 0 for in-process stores. */
   roundTripsPerChange: number;
-  /** Redis only: socket writes per change (auto-pipelining batches commands into one write). */
+  /** Redis only: socket writes per change (the store batches concurrent commands into one write). */
   socketWritesPerChange?: number;
   /** CPU time of this (client) process per change, in µs: user plus system, the driver's syscalls included. */
   clientCpuMicrosPerChange: number;
@@ -152,7 +151,7 @@ async function openRedis(url: string): Promise<Harness> {
     maxRetriesPerRequest: 0,
     connectTimeout: 2_000,
     retryStrategy: () => null,
-    enableAutoPipelining: true,
+    enableAutoPipelining: false,
   });
   client.on('error', () => undefined);
   await client.connect();
@@ -163,12 +162,16 @@ async function openRedis(url: string): Promise<Harness> {
     commands++;
     return sendCommand(command, stream);
   };
-  const socket = client.stream;
-  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
-  socket.write = ((...args: unknown[]) => {
-    writes++;
-    return write(...args);
-  }) as typeof socket.write;
+  // What reaches the kernel: `_write` for one chunk, `_writev` for the chunks the store held
+  // back and released together (see `batchWrites` in src/stores/redis.ts), not every `write()`.
+  const socket = client.stream as typeof client.stream & Record<'_write' | '_writev', (...args: unknown[]) => void>;
+  for (const name of ['_write', '_writev'] as const) {
+    const flush = socket[name].bind(socket);
+    socket[name] = (...args: unknown[]) => {
+      writes++;
+      flush(...args);
+    };
+  }
   const prefix = `baton-bench:${randomUUID().slice(0, 8)}:`;
   const store = redisStore({ client, prefix });
   return {

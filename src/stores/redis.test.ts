@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Socket } from 'node:net';
 import { type Command, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
@@ -400,6 +401,43 @@ describe.skipIf(skip)('redisStore', () => {
     await store.update('s', () => state('s'));
     await store.close();
     await expect(store.get('s')).rejects.toThrow(/closed/);
+  });
+
+  it('sends a lone command before update() returns, and lets a burst of concurrent commands share one socket write', async () => {
+    const store = open();
+    // Connected, and the script loaded on this connection: what follows is the steady state.
+    await store.update('warm', () => state('warm'));
+    // What reaches the kernel: `_write` for one chunk, `_writev` for chunks released together.
+    type Flush = (this: Socket, ...args: unknown[]) => void;
+    const proto = Socket.prototype as unknown as Record<'_write' | '_writev', Flush>;
+    const originals = { _write: proto._write, _writev: proto._writev };
+    const flushes: string[] = [];
+    const redisPort = Number(new globalThis.URL(URL).port);
+    for (const name of ['_write', '_writev'] as const) {
+      proto[name] = function (this: Socket, ...args: unknown[]) {
+        // Only connections to Redis: the test runner may write to its own pipes meanwhile.
+        if (this.remotePort === redisPort) flushes.push(name);
+        originals[name].apply(this, args);
+      };
+    }
+    const ids = Array.from({ length: 32 }, (_, i) => `burst-${i}`);
+    try {
+      // Not held back for the rest of the process's work (a model loop's), as auto-pipelining would.
+      const lone = store.update('lone', () => state('lone'));
+      expect(flushes).toEqual(['_write']);
+      await lone;
+      flushes.length = 0;
+      const burst = Promise.all(ids.map((id) => store.update(id, () => state(id))));
+      // The first goes at once; the 31 sent while it waits leave together once this code yields.
+      expect(flushes).toEqual(['_write']);
+      await burst;
+      expect(flushes).toEqual(['_write', '_writev']);
+    } finally {
+      Object.assign(proto, originals);
+    }
+    const stored = await Promise.all(ids.map((id) => store.get(id)));
+    expect(stored.map((st) => st?.sessionId)).toEqual(ids);
+    expect(await store.get('lone')).toMatchObject({ sessionId: 'lone', version: 1 });
   });
 
   it('sustains thousands of state changes per second across 32 concurrent sessions', async () => {

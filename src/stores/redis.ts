@@ -50,6 +50,8 @@ export interface RedisStoreOptions extends StoreOptions {
   /**
    * An ioredis client (a `Redis` or a `Cluster`) that the caller owns: `close()` leaves it
    * open, and its own options (offline queue, retries) apply. Takes precedence over `url`.
+   * Leave its `enableAutoPipelining` off: it holds every command until the process has run all
+   * its pending work, so in a model loop each store call waits for that work, then for Redis.
    */
   client?: Redis | Cluster;
   /** Where to connect when no `client` is given (default `redis://127.0.0.1:6379/0`). */
@@ -251,8 +253,10 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       commandTimeout: commandTimeoutMs,
       connectTimeout: connectTimeoutMs,
       retryStrategy: (attempt) => Math.min(attempt * 50, 500),
-      // Concurrent commands share one socket write: about half the CPU per change.
-      enableAutoPipelining: true,
+      // No auto-pipelining: it holds every command until a `setImmediate`, i.e. until the caller's
+      // pending work has all run, so in a model loop a store call's round trip could never overlap
+      // that work. `send` below batches concurrent commands itself, without delaying a lone one.
+      enableAutoPipelining: false,
     });
   if (ownsClient) {
     // Without a listener ioredis prints every failed reconnection attempt.
@@ -365,6 +369,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     if (inFlight++ === 0) holdProcess(true);
     try {
       if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
+      if (inFlight > 1) batchWrites();
       // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
       // holds commands back while an earlier batch awaits its replies; a caller's client
       // may have no timeout at all. So every command gets its own deadline here.
@@ -375,6 +380,31 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     } finally {
       if (--inFlight === 0) holdProcess(false);
     }
+  }
+
+  /**
+   * How commands leave the process. One sent while no other command of this store waits goes out
+   * at once: a model loop's store call then travels while the loop does its own work. One sent
+   * while others wait (many sessions at once) is held, with every other command sent before the
+   * process next turns to I/O, and they leave in one socket write: a system call per burst, not
+   * per command. Holding changes when bytes leave, never their order or content. Only a single
+   * node's socket is held; a Cluster's commands go to several sockets and are written as they come.
+   */
+  let held: { uncork(): void } | undefined;
+  const release = () => {
+    const stream = held;
+    held = undefined;
+    stream?.uncork();
+  };
+  function batchWrites() {
+    if (held !== undefined || cluster) return;
+    const stream = (client as Redis).stream as (Redis['stream'] & { cork?: () => void }) | undefined;
+    if (stream?.cork === undefined || !stream.writable) return;
+    stream.cork();
+    held = stream;
+    // A next tick runs once the current run of callbacks and promise reactions is over, before
+    // any I/O: every command sent in that run joins the write, and none waits for the network.
+    process.nextTick(release);
   }
 
   function decode(sessionId: string, raw: Buffer): Snapshot {
@@ -494,7 +524,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       if (!Array.isArray(reply)) throw unavailable(`writing a session failed: unexpected reply ${String(reply)}`);
       if (reply[0] === 1) {
         if (stored === undefined || payload === undefined) return current;
-        await touchIndex(member);
+        if (tracked && !inlineLru) await touchIndex(member);
         remember(sessionId, { state: stored, hash: sha1(payload) });
         return stored;
       }
