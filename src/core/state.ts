@@ -165,8 +165,12 @@ export const DEFAULT_HISTORY_LIMIT = 50;
 
 /** A new, empty state for `sessionId` at time `now`. */
 export function createState(sessionId: string, now: number, ttl: number = DEFAULT_SESSION_TTL_MS): OrchestrationState {
-  // Every field exists from the start (optional ones as undefined, which JSON drops), so all
-  // states share one hidden class in V8 and later writes never reshape them.
+  // Every field a turn touches exists from the start (optional ones as undefined, which JSON
+  // drops), so all states share one hidden class in V8 and the turn's writes never reshape them.
+  // Rule counts, approvals, the replay record of a durable turn and the event log counters are
+  // left out: only limit rules, approve rules, durable turns and the event log write them, and as
+  // undefined they would cost every idle session 8 bytes each (Node runs without pointer
+  // compression). A session that gets one moves to another hidden class when it does.
   return {
     sessionId,
     activeStep: undefined,
@@ -182,10 +186,6 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
     pending: undefined,
     stepTokens: undefined,
     agentId: undefined,
-    counts: undefined,
-    approvals: undefined,
-    replay: undefined,
-    log: undefined,
   };
 }
 

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { createState } from '../core/state.js';
+import { createFakeClock } from '../testing/fake-clock.js';
 import { testStore } from '../testing/test-store.js';
 import { memoryStore } from './memory.js';
 
@@ -32,6 +33,30 @@ describe('memoryStore', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     // Swept by the timer: a manual sweep finds nothing left to remove.
     expect(await store.sweep()).toBe(0);
+    await store.close();
+  });
+
+  it('slides the TTL from each write, whether or not the state is stamped with the write time', async () => {
+    // The state manager stamps lastAccessed with the time it writes at; other updaters may not.
+    // Either way a session lives `ttl` after its latest write, by the store's clock.
+    const clock = createFakeClock(1_000_000);
+    const store = memoryStore({ now: clock.now, sweepIntervalMs: 0 });
+    await store.update('s', () => createState('s', clock.now(), 1_000));
+    clock.advance(900);
+    await store.update('s', (c) => c && { ...c, sequenceIndex: 1, lastAccessed: 5 });
+    clock.advance(900);
+    expect((await store.get('s'))?.sequenceIndex).toBe(1);
+    await store.update('s', (c) => c && { ...c, sequenceIndex: 2, lastAccessed: clock.now() });
+    clock.advance(999);
+    expect(store.peek?.('s')?.sequenceIndex).toBe(2);
+    expect(await store.sweep()).toBe(0);
+    clock.advance(1);
+    expect(store.peek?.('s')).toBeNull();
+    // A state stamped later than its write does not outlive its TTL either.
+    await store.update('t', () => ({ ...createState('t', clock.now(), 1_000), lastAccessed: clock.now() + 5_000 }));
+    clock.advance(1_000);
+    expect(await store.sweep()).toBe(1);
+    expect(await store.get('t')).toBeUndefined();
     await store.close();
   });
 });

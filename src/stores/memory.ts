@@ -19,8 +19,12 @@ export interface MemoryStoreOptions extends StoreOptions {
 
 interface Entry {
   state: OrchestrationState;
-  /** Milliseconds since the epoch; `Infinity` when the session never expires. */
-  expiresAt: number;
+  /**
+   * When the session expires, in milliseconds since the epoch (`Infinity`: never), or undefined
+   * when its state says it: written at its own `lastAccessed` time (as the state manager writes),
+   * it expires `ttl` after that. Undefined, the usual case, costs no boxed number per session.
+   */
+  expiresAt: number | undefined;
   /** The session's event log, oldest first: it goes with the entry (delete, expiry, eviction). */
   log?: SessionLogEntry[];
 }
@@ -57,11 +61,15 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
 
   const expiryOf = (state: OrchestrationState, at: number) =>
     state.ttl > 0 ? at + state.ttl : Number.POSITIVE_INFINITY;
+  /** `Entry.expiresAt` of `state` written at `at`. */
+  const storedExpiry = (state: OrchestrationState, at: number) =>
+    state.lastAccessed === at ? undefined : expiryOf(state, at);
+  const expiryOfEntry = (entry: Entry) => entry.expiresAt ?? expiryOf(entry.state, entry.state.lastAccessed);
 
   function live(sessionId: string, at: number): Entry | undefined {
     const entry = entries.get(sessionId);
     if (entry === undefined) return undefined;
-    if (entry.expiresAt <= at) {
+    if (expiryOfEntry(entry) <= at) {
       entries.delete(sessionId);
       return undefined;
     }
@@ -70,7 +78,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
 
   const bounded = Number.isFinite(maxSessions);
   function touch(sessionId: string, entry: Entry, at: number) {
-    entry.expiresAt = expiryOf(entry.state, at);
+    entry.expiresAt = storedExpiry(entry.state, at);
     // Re-inserting keeps LRU order, but churns the Map's storage; only eviction needs it.
     if (bounded) {
       entries.delete(sessionId);
@@ -86,7 +94,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     const at = now();
     let removed = 0;
     for (const [id, entry] of entries) {
-      if (entry.expiresAt <= at) {
+      if (expiryOfEntry(entry) <= at) {
         entries.delete(id);
         removed++;
       }
@@ -130,7 +138,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
       touch(sessionId, entry, at);
       return stored;
     }
-    const created: Entry = { state: stored, expiresAt: expiryOf(stored, at) };
+    const created: Entry = { state: stored, expiresAt: storedExpiry(stored, at) };
     if (appended) created.log = appendBounded(undefined, appended, stored);
     entries.set(sessionId, created);
     if (entries.size > maxSessions) {
