@@ -286,7 +286,8 @@ export class OrchestrationManager {
       assertToolList(allToolIds);
       let inputs = this.#stepInputs;
       if ((inputs[1] as { agentTools?: readonly string[] } | undefined)?.agentTools !== allToolIds) {
-        inputs = [USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds }];
+        // Frozen like processToolUsage's inputs: one kind of array where the transition reads them.
+        inputs = Object.freeze([USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds } as const]);
         this.#stepInputs = inputs;
       }
       // One promise per call on the memory store: the seed API's hot path (see docs/benchmarks.md).
