@@ -286,8 +286,7 @@ export class OrchestrationManager {
       assertToolList(allToolIds);
       let inputs = this.#stepInputs;
       if ((inputs[1] as { agentTools?: readonly string[] } | undefined)?.agentTools !== allToolIds) {
-        // Frozen like processToolUsage's inputs: one kind of array where the transition reads them.
-        inputs = Object.freeze([USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds } as const]);
+        inputs = [USER_MESSAGE[0]!, { type: 'step-started', agentTools: allToolIds }];
         this.#stepInputs = inputs;
       }
       // One promise per call on the memory store: the seed API's hot path (see docs/benchmarks.md).
@@ -310,7 +309,9 @@ export class OrchestrationManager {
       assertToolName(toolName);
       let inputs = this.#usedInputs.get(toolName);
       if (inputs === undefined) {
-        inputs = Object.freeze([USER_MESSAGE[0]!, Object.freeze({ type: 'tool-used', tool: toolName } as const)]);
+        // Not frozen: V8's optimized code reads frozen arrays through a generic call, and the
+        // transition reads these on every turn (they never leave the manager).
+        inputs = [USER_MESSAGE[0]!, Object.freeze({ type: 'tool-used', tool: toolName } as const)];
         if (this.#usedInputs.size < USED_INPUTS_LIMIT) this.#usedInputs.set(toolName, inputs);
       }
       const decisions = this.#turnSync(config, messages, sessionId, inputs);
