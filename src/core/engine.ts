@@ -73,6 +73,9 @@ export function messageChange(
   state: OrchestrationState,
   message: MessageInfo | undefined,
 ): EngineResult | undefined {
+  // A seed turn handles its message twice on the same stored state (`getAllowedTools`, then
+  // `processToolUsage`): the second finds the answer of the first here instead of selecting again.
+  if (state === unchanged.state && message === unchanged.message && plan === unchanged.plan) return undefined;
   let current = state;
   let events: OrchestrationEvent[] | undefined;
   if (message !== undefined && message.key !== state.lastMessageKey) {
@@ -95,13 +98,30 @@ export function messageChange(
   }
   const chosen = chooseStep(plan, current, message)?.name;
   if (chosen === current.activeStep) {
-    if (current === state) return undefined;
+    if (current === state) {
+      unchanged.plan = plan;
+      unchanged.state = state;
+      unchanged.message = message;
+      return undefined;
+    }
     return { state: current, events: events ?? NO_EVENTS };
   }
   const selected = changeStep(current, chosen);
   if (events === undefined) return selected;
   return { state: selected.state, events: [...events, ...selected.events] };
 }
+
+/**
+ * The latest state that {@link messageChange} found unchanged by `message` under `plan`. Sound
+ * because plans and the fields it reads (`lastMessageKey`, `sequenceIndex`, `activeStep`,
+ * `recentlyUsedTools`) never change in a state once made, and conditions are pure. It keeps one
+ * state alive until the next message is handled.
+ */
+const unchanged: {
+  plan: OrchestrationPlan | undefined;
+  state: OrchestrationState | undefined;
+  message: MessageInfo | undefined;
+} = { plan: undefined, state: undefined, message: undefined };
 
 /** Input of {@link recordToolUse}. */
 export interface ToolUseInput {

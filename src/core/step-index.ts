@@ -14,7 +14,13 @@
  * The answer is the plain walk's (a property test compares them).
  */
 import type { CompiledStep } from './compile.js';
-import { builtinConditionType, type ConditionContext, type ConditionRegistry, type MessageInfo } from './conditions.js';
+import {
+  builtinConditionType,
+  type ConditionContext,
+  type ConditionRegistry,
+  type ConditionTest,
+  type MessageInfo,
+} from './conditions.js';
 
 /** The first step whose conditions hold, as the walk over `steps` in order would find it. */
 export type StepSelector = (history: readonly string[], message: MessageInfo | undefined) => CompiledStep | undefined;
@@ -40,7 +46,10 @@ export function walkSteps(
 }
 
 function holds(step: CompiledStep, context: ConditionContext): boolean {
-  const conditions = step.conditions;
+  return allHold(step.conditions, context);
+}
+
+function allHold(conditions: readonly ConditionTest[], context: ConditionContext): boolean {
   for (let j = 0; j < conditions.length; j++) if (!conditions[j]!(context)) return false;
   return true;
 }
@@ -103,6 +112,12 @@ export function stepSelector(
     return found;
   };
 
+  // Plain copies of what the plan keeps frozen, read on every selection: V8's optimized code reads
+  // a frozen array's elements through a generic call.
+  const stepAt = [...steps];
+  const conditionsOf = steps.map((step) => [...step.conditions]);
+  const sequenceOf = steps.map((step) => [...step.sequenceSets]);
+
   // Each list is in configuration order: the first of its steps that holds before `best`, else
   // `best`. Defined once, not per selection: a closure per call would be an allocation per turn.
   const scan = (list: readonly number[] | undefined, best: number): number => {
@@ -110,9 +125,8 @@ export function stepSelector(
     for (let k = 0; k < list.length; k++) {
       const i = list[k]!;
       if (i >= best) return best;
-      const step = steps[i]!;
-      (context as { sequence: readonly ReadonlySet<string>[] }).sequence = step.sequenceSets;
-      if (holds(step, context)) return i;
+      (context as { sequence: readonly ReadonlySet<string>[] }).sequence = sequenceOf[i]!;
+      if (allHold(conditionsOf[i]!, context)) return i;
     }
     return best;
   };
@@ -129,6 +143,6 @@ export function stepSelector(
       if (history.length <= HISTORY_SCAN_LIMIT) for (const tool of history) best = scan(byUsed.get(tool), best);
       else best = scan(usedSteps, best);
     }
-    return best < steps.length ? steps[best] : undefined;
+    return best < stepAt.length ? stepAt[best] : undefined;
   };
 }

@@ -309,7 +309,9 @@ export class OrchestrationManager {
       assertToolName(toolName);
       let inputs = this.#usedInputs.get(toolName);
       if (inputs === undefined) {
-        inputs = Object.freeze([USER_MESSAGE[0]!, Object.freeze({ type: 'tool-used', tool: toolName } as const)]);
+        // Not frozen: V8's optimized code reads frozen arrays through a generic call, and the
+        // transition reads these on every turn (they never leave the manager).
+        inputs = [USER_MESSAGE[0]!, Object.freeze({ type: 'tool-used', tool: toolName } as const)];
         if (this.#usedInputs.size < USED_INPUTS_LIMIT) this.#usedInputs.set(toolName, inputs);
       }
       const decisions = this.#turnSync(config, messages, sessionId, inputs);

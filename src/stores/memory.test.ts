@@ -25,6 +25,35 @@ describe('memoryStore', () => {
     expect(Date.now() - started).toBeLessThan(20_000);
   });
 
+  it('forgets a session removed right after it was read (delete, expiry, sweep, eviction)', async () => {
+    let time = 0;
+    const store = memoryStore({ now: () => time, maxSessions: 2, sweepIntervalMs: 0 });
+    const write = (id: string, ttl = 10) =>
+      store.update(id, (s) => ({ ...(s ?? createState(id, time, ttl)), sequenceIndex: 1 }));
+    await write('a');
+    expect(await store.get('a')).toBeDefined();
+    await store.delete('a');
+    expect(await store.get('a')).toBeUndefined();
+    expect((await write('a'))?.version).toBe(1);
+
+    time = 20; // 'a' expired: read again right after, it stays gone
+    expect(await store.get('a')).toBeUndefined();
+    expect(await store.get('a')).toBeUndefined();
+
+    await write('b', 5);
+    expect(await store.get('b')).toBeDefined();
+    time = 30;
+    expect(await store.sweep()).toBe(1);
+    expect(store.peek?.('b')).toBeNull();
+
+    await write('c', 100);
+    expect(await store.get('c')).toBeDefined();
+    await write('d', 100);
+    await write('e', 100); // evicts 'c', the least recently used
+    expect(await store.get('c')).toBeUndefined();
+    await store.close();
+  });
+
   it('sweeps expired sessions on its timer', async () => {
     let time = 0;
     const store = memoryStore({ now: () => time, sweepIntervalMs: 5 });

@@ -66,11 +66,31 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     state.lastAccessed === at ? undefined : expiryOf(state, at);
   const expiryOfEntry = (entry: Entry) => entry.expiresAt ?? expiryOf(entry.state, entry.state.lastAccessed);
 
+  // The entry of the session looked up last: a seed turn looks its session up twice in a row
+  // (`getAllowedTools`, then `processToolUsage`), and the second finds it here instead of in the
+  // Map. Every removal from `entries` goes through `remove`, which forgets it.
+  let lastId: string | undefined;
+  let lastEntry: Entry | undefined;
+
+  function remove(sessionId: string): boolean {
+    if (sessionId === lastId) {
+      lastId = undefined;
+      lastEntry = undefined;
+    }
+    return entries.delete(sessionId);
+  }
+
   function live(sessionId: string, at: number): Entry | undefined {
-    const entry = entries.get(sessionId);
-    if (entry === undefined) return undefined;
+    let entry: Entry | undefined;
+    if (sessionId === lastId) entry = lastEntry!;
+    else {
+      entry = entries.get(sessionId);
+      if (entry === undefined) return undefined;
+      lastId = sessionId;
+      lastEntry = entry;
+    }
     if (expiryOfEntry(entry) <= at) {
-      entries.delete(sessionId);
+      remove(sessionId);
       return undefined;
     }
     return entry;
@@ -95,7 +115,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     let removed = 0;
     for (const [id, entry] of entries) {
       if (expiryOfEntry(entry) <= at) {
-        entries.delete(id);
+        remove(id);
         removed++;
       }
     }
@@ -145,7 +165,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
       // Evict the least recently used (first in iteration order).
       for (const id of entries.keys()) {
         if (entries.size <= maxSessions) break;
-        entries.delete(id);
+        remove(id);
       }
     }
     return stored;
@@ -176,7 +196,7 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     async delete(sessionId) {
       assertSessionId(sessionId);
       checkOpen();
-      return entries.delete(sessionId);
+      return remove(sessionId);
     },
     async sweep() {
       checkOpen();
@@ -186,6 +206,8 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
       closed = true;
       if (timer !== undefined) clearInterval(timer);
       entries.clear();
+      lastId = undefined;
+      lastEntry = undefined;
     },
   };
   return { store, engineUpdate: (sessionId, fn, at) => updateSync(sessionId, fn, at, true) };
