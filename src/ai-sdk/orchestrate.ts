@@ -503,7 +503,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     const tool = {
       ...original,
-      ...(original.inputSchema != null ? { inputSchema: convertedSchema(original.inputSchema) } : {}),
+      // A schema given as a function (the AI SDK's lazySchema) is left alone: it is the app's to memoize.
+      ...(typeof original.inputSchema === 'object' && original.inputSchema !== null
+        ? { inputSchema: convertedSchema(original.inputSchema) }
+        : {}),
       execute: (input: unknown, execution: ToolExecutionOptions<unknown>) =>
         serial(async () => {
           const { toolCallId } = execution;
@@ -788,7 +791,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
  */
 const convertedSchemas = new WeakMap<object, Schema<unknown>>();
 
-function convertedSchema(schema: FlexibleSchema<unknown>): Schema<unknown> {
+function convertedSchema(schema: FlexibleSchema<unknown> & object): Schema<unknown> {
   let converted = convertedSchemas.get(schema);
   if (converted === undefined) {
     converted = asSchema(schema);
