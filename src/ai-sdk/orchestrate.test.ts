@@ -318,4 +318,29 @@ describe('orchestrate() with the AI SDK', () => {
     const state = await manager.getStateManager().getState('w');
     expect(state?.recentlyUsedTools).toEqual(['search']);
   });
+
+  it("with a wrong newSession hint, runs nothing on another agent's session", async () => {
+    const manager = createOrchestrationManager();
+    const { tools, executed } = makeTools();
+    const owner = orchestrate({ manager, config, sessionId: 'owned', tools, messages: research, agentId: 'a' });
+    await streamText({ model: new ScriptedModel([{ text: 'hi' }]), messages: research, ...owner }).consumeStream();
+    await owner.settled();
+    const intruder = orchestrate({
+      manager,
+      config,
+      sessionId: 'owned',
+      tools,
+      messages: research,
+      agentId: 'b',
+      newSession: true,
+      onError: () => undefined, // the refusal: settled() rejects with it below
+    });
+    const model = new ScriptedModel([{ toolCalls: [call('search', 'intruding')] }, { text: 'done' }]);
+    await streamText({ model, messages: research, stopWhen: isStepCount(4), ...intruder }).consumeStream();
+    await expect(intruder.settled()).rejects.toMatchObject({ code: 'session-of-another-agent' });
+    expect(executed).toEqual([]);
+    const state = await manager.getStateManager().getState('owned');
+    expect(state?.agentId).toBe('a');
+    expect(state?.recentlyUsedTools).toEqual([]);
+  });
 });
