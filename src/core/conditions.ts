@@ -35,7 +35,13 @@ export interface ConditionContext {
 /** A compiled condition. */
 export type ConditionTest = (context: ConditionContext) => boolean;
 
-/** Defines a condition type; register custom ones with {@link registerConditionType}. */
+/**
+ * Defines a condition type; register custom ones with {@link registerConditionType}. A condition
+ * answers from what its context gives it (the condition, the history, the message, the sequence)
+ * and nothing else: no clock, no I/O. Baton keeps its answers, per message and per unchanged
+ * session state, and replays them, so an answer that changed with anything else would not be
+ * asked again.
+ */
 export interface ConditionDefinition {
   /** The `type` string used in templates. */
   readonly type: string;
