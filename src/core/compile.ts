@@ -234,6 +234,7 @@ function buildPlan(
     for (const a of s.availableTools?.allowed ?? []) if (!a.includes('*') && !isSelectorSyntax(a)) referenced.add(a);
   }
   const allToolsCache = new WeakMap<readonly string[], readonly string[]>();
+  let lastAllTools: readonly string[] | undefined;
   const rules = compileRules(config.rules, undefined, annotations);
   const ruleById = new Map<string, CompiledRule>();
   for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
@@ -280,10 +281,16 @@ function buildPlan(
       return step;
     },
     allTools(agentTools: readonly string[]) {
+      // As `view`: the same tools often come as a new array each turn.
+      if (lastAllTools !== undefined && sameList(lastAllTools, agentTools)) return lastAllTools;
       const hit = allToolsCache.get(agentTools);
-      if (hit !== undefined && sameList(hit, agentTools)) return hit;
+      if (hit !== undefined && sameList(hit, agentTools)) {
+        lastAllTools = hit;
+        return hit;
+      }
       const copy = Object.freeze(agentTools.slice());
       allToolsCache.set(agentTools, copy);
+      lastAllTools = copy;
       return copy;
     },
     pendingMessage(message: MessageInfo): PendingMessage {
@@ -361,7 +368,7 @@ function buildStep(
     return ok;
   };
   const views = new WeakMap<readonly string[], ToolView>();
-  let lastView: { readonly list: readonly string[]; readonly view: ToolView } | undefined;
+  let lastView: ToolView | undefined;
   const instructions = Array.isArray(step.instructions) ? step.instructions.join('\n') : step.instructions;
   return Object.freeze({
     name: step.name,
@@ -384,15 +391,15 @@ function buildStep(
     rules: Object.freeze(compileRules(step.rules, { name: step.name, index }, annotations)),
     permits,
     view(agentTools: readonly string[]): ToolView {
-      // Most callers pass one tool list again and again: the last view is checked first.
+      // Most callers pass the same tools again and again, often as a new array each turn
+      // (`Object.keys(tools)`): the last view is compared by content first, so its cached
+      // positions and decisions outlive the array.
       const recent = lastView;
-      if (recent !== undefined && recent.list === agentTools && sameList(recent.view.source, agentTools)) {
-        return recent.view;
-      }
+      if (recent !== undefined && sameList(recent.source, agentTools)) return recent;
       const hit = views.get(agentTools);
       // The list may have been mutated since it was cached: compare before trusting the cache.
       if (hit !== undefined && sameList(hit.source, agentTools)) {
-        lastView = { list: agentTools, view: hit };
+        lastView = hit;
         return hit;
       }
       const view: ToolView = {
@@ -402,7 +409,7 @@ function buildStep(
         decisions: [],
       };
       views.set(agentTools, view);
-      lastView = { list: agentTools, view };
+      lastView = view;
       return view;
     },
   });

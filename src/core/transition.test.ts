@@ -749,3 +749,38 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
     expect(run(state, [{ type: 'observed', event: refusal }]).state).toBe(state);
   });
 });
+
+describe("a step's decisions for the agent's tools", () => {
+  const config: OrchestrationConfig = {
+    steps: [
+      {
+        name: 'Research',
+        isDefault: true,
+        availableTools: { allowed: ['search', 'think'] },
+        sequence: ['search', 'think'],
+      },
+    ],
+  };
+  const started = (plan: ReturnType<typeof compileOrchestration>, agentTools: string[]) =>
+    transitionAll(plan, createState('s', 0), [{ type: 'user-message' }, { type: 'step-started', agentTools }], {
+      now: 0,
+      message: m1,
+    }).decisions[1] as { allowedTools: readonly string[] };
+
+  it('are shared by every turn that lists the same tools, whatever array they come in', () => {
+    const plan = compileOrchestration(config);
+    // Each turn lists its tools anew (`Object.keys(tools)`): the decision is the same object.
+    expect(started(plan, ['search', 'think', 'pay'])).toBe(started(plan, ['search', 'think', 'pay']));
+  });
+
+  it('follow the tools when a list changes, in a new array or in the same one', () => {
+    const plan = compileOrchestration(config);
+    const list = ['search', 'think'];
+    expect(started(plan, list).allowedTools).toEqual(['search']);
+    expect(started(plan, ['think', 'pay']).allowedTools).toEqual([]);
+    list.splice(0, 1, 'pay'); // the app dropped search from the same array
+    expect(started(plan, list).allowedTools).toEqual([]);
+    list.splice(0, 1, 'search');
+    expect(started(plan, list).allowedTools).toEqual(['search']);
+  });
+});
