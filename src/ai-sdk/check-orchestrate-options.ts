@@ -26,7 +26,7 @@ import type { OrchestrateOptions } from './orchestrate.js';
 const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
 
 /** One schema per option: a new option of `orchestrate()` does not compile until it is checked here. */
-const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
+export const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
   manager: managerSchema,
   config: objectSchema('expected an agent template or its orchestration block'),
   sessionId: z
@@ -53,6 +53,32 @@ const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSe
   toolApproval: z.union([functionSchema, objectSchema('expected a function or per-tool statuses')]),
   onStepEnd: functionSchema,
   onEnd: functionSchema,
+};
+
+/** True for an array whose every item passes `test`, holes of a sparse array included (as zod reads them). */
+function everyItem(value: unknown, test: (item: unknown) => boolean): boolean {
+  if (!Array.isArray(value)) return false;
+  for (let i = 0; i < value.length; i++) if (!test(value[i])) return false;
+  return true;
+}
+
+const isNonEmptyString = (value: unknown) => typeof value === 'string' && value.length > 0;
+
+/**
+ * For the options that are not objects (strings, arrays, booleans), and so are checked every
+ * turn: a test that accepts exactly what the option's schema accepts, without zod's parse. Every
+ * turn passes them, and a parse is most of the check's cost. A value it refuses goes to the
+ * schema, which says what is wrong; a test checks that both agree on any value.
+ */
+export const quickOptionChecks: Partial<Record<keyof typeof orchestrateOptionSchemas, (value: unknown) => boolean>> = {
+  sessionId: (value) => isNonEmptyString(value) && (value as string).length <= MAX_SESSION_ID_LENGTH,
+  agentId: isNonEmptyString,
+  turnId: isNonEmptyString,
+  newSession: (value) => typeof value === 'boolean',
+  messages: (value) => everyItem(value, isObject),
+  activeTools: (value) => everyItem(value, (tool) => typeof tool === 'string'),
+  instructions: () => true,
+  toolChoice: () => true,
 };
 
 const orchestrateOptionsSchema = z.strictObject(
@@ -84,16 +110,22 @@ const isCacheable = (value: unknown): value is object =>
  * earlier check of the same object (zod decides every verdict; this only remembers them).
  */
 function passedBefore(options: Readonly<Record<string, unknown>>): boolean {
-  for (const key of Object.keys(options)) if (!Object.hasOwn(orchestrateOptionSchemas, key)) return false;
-  for (const key of optionKeys) {
+  // Only the keys the options have (a handful of the twenty an app may pass).
+  let required = 0;
+  for (const key of Object.keys(options)) {
+    if (!Object.hasOwn(orchestrateOptionSchemas, key)) return false;
     const value = options[key];
-    if (value === undefined) {
-      if (requiredKeys.has(key)) return false;
-    } else if (isCacheable(value)) {
+    if (value === undefined) continue;
+    if (requiredKeys.has(key)) required++;
+    if (isCacheable(value)) {
       if (passed.get(value)?.has(key) !== true) return false;
-    } else if (!orchestrateOptionSchemas[key].safeParse(value).success) return false;
+    } else {
+      const name = key as keyof typeof orchestrateOptionSchemas;
+      const quick = quickOptionChecks[name];
+      if (!(quick === undefined ? orchestrateOptionSchemas[name].safeParse(value).success : quick(value))) return false;
+    }
   }
-  return true;
+  return required === requiredKeys.size;
 }
 
 /** Remembers the objects and functions of options that passed (see {@link passed}). */
@@ -107,6 +139,36 @@ function rememberPassed(options: Readonly<Record<string, unknown>>): void {
   }
 }
 
+/**
+ * Combinations of manager, config, tools and annotations whose config check found nothing, as
+ * nested weak maps (the keys are the app's objects, dropped with them); `NO_ANNOTATIONS` stands
+ * for none.
+ */
+const suited = new WeakMap<object, WeakMap<object, WeakMap<object, WeakSet<object>>>>();
+const NO_ANNOTATIONS = {};
+
+function suitedBefore(manager: unknown, config: unknown, tools: unknown, annotations: object | undefined): boolean {
+  if (!isObject(manager) || !isObject(config) || !isObject(tools)) return false;
+  return (
+    suited
+      .get(manager)
+      ?.get(config)
+      ?.get(tools)
+      ?.has(annotations ?? NO_ANNOTATIONS) === true
+  );
+}
+
+function rememberSuited(manager: unknown, config: unknown, tools: unknown, annotations: object | undefined): void {
+  if (!isObject(manager) || !isObject(config) || !isObject(tools)) return;
+  const byConfig = suited.get(manager) ?? new WeakMap<object, WeakMap<object, WeakSet<object>>>();
+  suited.set(manager, byConfig);
+  const byTools = byConfig.get(config) ?? new WeakMap<object, WeakSet<object>>();
+  byConfig.set(config, byTools);
+  const byAnnotations = byTools.get(tools) ?? new WeakSet<object>();
+  byTools.set(tools, byAnnotations);
+  byAnnotations.add(annotations ?? NO_ANNOTATIONS);
+}
+
 /** Throws one `TemplateConfigError` listing every problem of `orchestrate()`'s options. */
 export function assertOrchestrateOptions(options: unknown): void {
   const known = isObject(options) && passedBefore(options as Readonly<Record<string, unknown>>);
@@ -117,8 +179,13 @@ export function assertOrchestrateOptions(options: unknown): void {
     >;
     const annotations =
       toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
-    // Checked every time: whether a config suits the tools depends on both (the plan is cached).
-    issues.push(...configIssues(manager, config, tools, annotations));
+    // Whether a config suits the tools depends on both (and on the manager's conditions and the
+    // annotations): checked once per combination of those objects, as each is checked once.
+    if (!suitedBefore(manager, config, tools, annotations)) {
+      const found = configIssues(manager, config, tools, annotations);
+      if (found.length === 0) rememberSuited(manager, config, tools, annotations);
+      else issues.push(...found);
+    }
   }
   throwOnErrors(issues, 'orchestrate() options');
   if (!known) rememberPassed(options as Readonly<Record<string, unknown>>);

@@ -269,4 +269,27 @@ describe("rule conditions against the tools' input schemas", () => {
     );
     expect(() => orchestrate({ manager, config, sessionId: 's', tools })).not.toThrow();
   });
+
+  it('checks the config against each new tools object, though the same config passed with others', () => {
+    const manager = createOrchestrationManager();
+    const byAmount: OrchestrationConfig = {
+      rules: [{ tools: ['pay'], when: 'args.amount > 100', effect: 'approve', reason: 'Big payments' }],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    };
+    const good = { pay: tool({ inputSchema: z.object({ amount: z.number() }), execute: async () => 'ok' }) };
+    const renamed = { pay: tool({ inputSchema: z.object({ total: z.number() }), execute: async () => 'ok' }) };
+    // Checked once for this combination, then remembered: the second turn passes as well.
+    expect(() => orchestrate({ manager, config: byAmount, sessionId: 's1', tools: good })).not.toThrow();
+    expect(() => orchestrate({ manager, config: byAmount, sessionId: 's2', tools: good })).not.toThrow();
+    // Tools whose schema lost the field: the same config is refused with them, every time.
+    for (const sessionId of ['s3', 's4']) {
+      expect(() => orchestrate({ manager, config: byAmount, sessionId, tools: renamed })).toThrow(
+        /config\.rules\[0\]\.when: for tool "pay": No such key: amount/,
+      );
+    }
+    // And on another manager, which may know other conditions, it is checked again.
+    expect(() =>
+      orchestrate({ manager: createOrchestrationManager(), config: byAmount, sessionId: 's5', tools: renamed }),
+    ).toThrow(/No such key: amount/);
+  });
 });
