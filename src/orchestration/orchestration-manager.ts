@@ -91,6 +91,12 @@ export let applyNow: (
   ...args: Parameters<OrchestrationManager['apply']>
 ) => AppliedInputs | Promise<AppliedInputs>;
 
+/**
+ * True when something takes the manager's events (a listener, or an event log to write them
+ * to). Internal: `Turn` builds an event it reports on its own only when one does.
+ */
+export let takesEvents: (manager: OrchestrationManager) => boolean;
+
 /** Decides which step is active and which tools are allowed, per session (AgentDock's `OrchestrationManager`). */
 export class OrchestrationManager {
   readonly #states: OrchestrationStateManager;
@@ -205,6 +211,7 @@ export class OrchestrationManager {
   static {
     // For Turn only (not exported by the package): see applyNow.
     applyNow = (manager, ...args) => manager.#applyNow(...args);
+    takesEvents = (manager) => manager.#listeners.size > 0 || manager.eventLog > 0;
   }
 
   #finish(run: PendingApply, state: OrchestrationState): AppliedInputs {
@@ -462,7 +469,7 @@ export class OrchestrationManager {
 
   /** Dispatches an event to the listeners (for model loops that detect rejections themselves). */
   emit(event: OrchestrationEvent): void {
-    this.#dispatch([event]);
+    if (this.#listeners.size > 0) this.#dispatch([event]);
   }
 
   /**

@@ -31,12 +31,13 @@ import {
   DEFAULT_LEASE_MS,
   type StepDecision,
   type ToolDecision,
+  type TransitionContext,
   type TransitionInput,
   transition,
   transitionAll,
 } from '../core/transition.js';
 import type { AppliedInputs, OrchestrationManager } from './orchestration-manager.js';
-import { applyNow, messageOf, throwIfRefused } from './orchestration-manager.js';
+import { applyNow, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -184,7 +185,31 @@ export class Turn {
   /** The last stored state with the buffered inputs applied (undefined before the first step). */
   get state(): OrchestrationState | undefined {
     if (this.#stored === undefined || this.#buffer.length === 0) return this.#stored;
-    return transitionAll(this.#plan, this.#stored, this.#buffer, this.#context()).state;
+    return this.#local(this.#stored, this.#context());
+  }
+
+  /**
+   * The last local state: `stored` with the first `applied` inputs of `buffer` applied. The
+   * buffer only grows until a write replaces it, so the next local state applies only what was
+   * buffered since (a model step, an approval and the next step read it in turn).
+   */
+  #memo:
+    | { stored: OrchestrationState; buffer: TransitionInput[]; applied: number; state: OrchestrationState }
+    | undefined;
+
+  /** `stored` with the buffer applied, from the memo when it is of the same stored state and buffer. */
+  #local(stored: OrchestrationState, context: TransitionContext): OrchestrationState {
+    const buffer = this.#buffer;
+    const memo = this.#memo;
+    let state: OrchestrationState;
+    if (memo !== undefined && memo.stored === stored && memo.buffer === buffer && memo.applied <= buffer.length) {
+      if (memo.applied === buffer.length) return memo.state;
+      state = transitionAll(this.#plan, memo.state, buffer.slice(memo.applied), context).state;
+    } else {
+      state = buffer.length === 0 ? stored : transitionAll(this.#plan, stored, buffer, context).state;
+    }
+    this.#memo = { stored, buffer, applied: buffer.length, state };
+    return state;
   }
 
   /**
@@ -226,6 +251,9 @@ export class Turn {
     throwIfRefused(result.decision, this.#sessionId);
     this.#stored = known;
     this.#buffer.push(message);
+    // The step that follows reads this state again: kept, when the message is all the buffer holds.
+    if (this.#buffer.length === 1)
+      this.#memo = { stored: known, buffer: this.#buffer, applied: 1, state: result.state };
     return result.state;
   }
 
@@ -266,9 +294,7 @@ export class Turn {
       );
     }
     const context = this.#context();
-    const local =
-      this.#buffer.length === 0 ? this.#stored : transitionAll(this.#plan, this.#stored, this.#buffer, context).state;
-    const result = transition(this.#plan, local, started, context);
+    const result = transition(this.#plan, this.#local(this.#stored, context), started, context);
     for (const event of result.events) this.observe(event);
     return this.#offered({ decision: result.decision as StepDecision, state: result.state }, stepNumber);
   }
@@ -315,6 +341,8 @@ export class Turn {
       // Recorded for replays (a step already recorded keeps its first record).
       this.#buffer.push({ type: 'step-recorded', turnId: this.#turnId, stepNumber, tools: allowedTools, toolChoice });
     }
+    // Built before every model step: only when a listener or an event log takes it.
+    if (!takesEvents(this.#manager)) return step;
     this.observe({
       type: 'tools-offered',
       sessionId: this.#sessionId,
