@@ -343,4 +343,62 @@ describe('orchestrate() with the AI SDK', () => {
     expect(state?.agentId).toBe('a');
     expect(state?.recentlyUsedTools).toEqual([]);
   });
+
+  it('tells the model the same at the same place in every turn, and narrowed tools as narrowed', async () => {
+    const manager = createOrchestrationManager();
+    const { tools } = makeTools();
+    const script = () => [
+      { toolCalls: [call('search')] },
+      { toolCalls: [call('think')] },
+      { toolCalls: [call('reflect')] },
+      { text: 'Answer.' },
+    ];
+    const systems = async (sessionId: string, activeTools?: ('search' | 'think' | 'reflect' | 'flaky')[]) => {
+      const model = new ScriptedModel(activeTools ? script().filter((_, i) => i !== 2) : script());
+      const orchestration = orchestrate({
+        manager,
+        config,
+        sessionId,
+        tools,
+        messages: research,
+        onError: () => undefined,
+        ...(activeTools ? { activeTools } : {}),
+      });
+      await generateText({ model, messages: research, stopWhen: isStepCount(6), ...orchestration });
+      await orchestration.settled();
+      return model.calls.map((c) => c.prompt.find((m) => m.role === 'system')?.content);
+    };
+    const first = await systems('a');
+    expect(first[1]).toContain('Next required tool: think');
+    expect(first[1]).toContain('Allowed tools now: think');
+    expect(first[3]).toContain('Allowed tools now: search, think, reflect');
+    // A second turn (new arrays, the same places in the sequence) is told word for word the same.
+    expect(await systems('b')).toEqual(first);
+    // The app leaves reflect out: at the same place the model hears that nothing is offered, not
+    // what the turns before it heard there.
+    expect(first[2]).toContain('Allowed tools now: reflect');
+    const narrowed = await systems('c', ['search', 'think', 'flaky']);
+    expect(narrowed.slice(0, 2)).toEqual(first.slice(0, 2));
+    expect(narrowed[2]).toContain('No tools are available in this step');
+    expect(narrowed[2]).not.toContain('Allowed tools now');
+  });
+
+  it('reports every model step to a listener that subscribes between turns', async () => {
+    const manager = createOrchestrationManager();
+    const { tools } = makeTools();
+    const turn = async (sessionId: string) => {
+      const model = new ScriptedModel([{ toolCalls: [call('search')] }, { text: 'ok' }]);
+      const orchestration = orchestrate({ manager, config, sessionId, tools, messages: research });
+      await generateText({ model, messages: research, stopWhen: isStepCount(4), ...orchestration });
+      await orchestration.settled();
+    };
+    await turn('quiet'); // nobody listens: nothing is built for nobody
+    const offers: string[][] = [];
+    const unsubscribe = manager.subscribe((event) => {
+      if (event.type === 'tools-offered') offers.push([...event.tools]);
+    });
+    await turn('heard');
+    unsubscribe();
+    expect(offers).toEqual([['search'], ['think']]);
+  });
 });

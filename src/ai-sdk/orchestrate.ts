@@ -50,6 +50,7 @@ import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {
   type BudgetStatus,
   decideToolCall,
+  type StepDecision,
   type ToolDecision,
   type TransitionInput,
   transitionAll,
@@ -704,7 +705,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // No steps: nothing to say. Shadow mode: the model must behave as it would without the
     // template, or the rollout would change what it observes.
     const instructions =
-      plan.steps.length === 0 || last.shadow ? base : withOrchestration(base, last, activeStep?.instructions);
+      plan.steps.length === 0 || last.shadow
+        ? base
+        : withOrchestration(base, orchestrationBlock(decision, last, activeStep?.instructions));
     let result: PrepareStepResult<TOOLS, RUNTIME_CONTEXT>;
     const activeTools = offeredNow.filter((tool): tool is keyof TOOLS & string => Object.hasOwn(guarded, tool));
     if (app === undefined) {
@@ -906,13 +909,26 @@ function sequencePath(tools: readonly (readonly string[])[]): string {
   return path;
 }
 
-/** The caller's instructions plus what the model needs to know about the active step. */
-function withOrchestration(
-  base: Instructions | undefined,
-  info: StepInfo,
-  stepInstructions: string | undefined,
-): Instructions {
-  // Built by concatenation: this runs before every model step.
+/**
+ * The block of a step decision the transition shares between turns (see `decideStep`), when the
+ * step offers what it decided: it says the same every time, so it is built once.
+ */
+const sharedBlocks = new WeakMap<StepDecision, string>();
+
+/** What the model needs to know about the active step (`## Orchestration` and its lines). */
+function orchestrationBlock(decision: StepDecision, info: StepInfo, stepInstructions: string | undefined): string {
+  const shared = Object.isFrozen(decision) && info.allowedTools === decision.allowedTools && info.budget === undefined;
+  if (!shared) return buildBlock(info, stepInstructions);
+  let block = sharedBlocks.get(decision);
+  if (block === undefined) {
+    block = buildBlock(info, stepInstructions);
+    sharedBlocks.set(decision, block);
+  }
+  return block;
+}
+
+function buildBlock(info: StepInfo, stepInstructions: string | undefined): string {
+  // Built by concatenation: this runs before every model step that is not shared.
   let block = '## Orchestration';
   if (info.activeStep !== undefined) {
     block += `\nActive step: ${info.activeStep}${info.stepDescription ? ` (${info.stepDescription})` : ''}`;
@@ -935,6 +951,11 @@ function withOrchestration(
       ? `\nAllowed tools now: ${info.allowedTools.join(', ')}`
       : '\nNo tools are available in this step: answer directly.';
   }
+  return block;
+}
+
+/** The caller's instructions with the orchestration's block appended. */
+function withOrchestration(base: Instructions | undefined, block: string): Instructions {
   if (base === undefined) return block;
   if (typeof base === 'string') return `${base}\n\n${block}`;
   // Structured instructions (system messages): append ours as one more system message.
