@@ -31,11 +31,15 @@ describe("orchestrate()'s quick checks of options that are not objects", () => {
   for (const [key, quick] of Object.entries(quickOptionChecks)) {
     it(`accept exactly what the schema of "${key}" accepts`, () => {
       const schema = orchestrateOptionSchemas[key as keyof typeof orchestrateOptionSchemas];
-      for (const value of edges) expect([key, value, quick(value)]).toEqual([key, value, schema.safeParse(value).success]);
+      for (const value of edges)
+        expect([key, value, quick(value)]).toEqual([key, value, schema.safeParse(value).success]);
       fc.assert(
-        fc.property(fc.oneof(fc.anything({ withSparseArray: true }), fc.array(fc.anything()), fc.string({ maxLength: 3 })), (value) => {
-          expect(quick(value)).toBe(schema.safeParse(value).success);
-        }),
+        fc.property(
+          fc.oneof(fc.anything({ withSparseArray: true }), fc.array(fc.anything()), fc.string({ maxLength: 3 })),
+          (value) => {
+            expect(quick(value)).toBe(schema.safeParse(value).success);
+          },
+        ),
         { numRuns: 500 },
       );
     });

@@ -235,6 +235,8 @@ function buildPlan(
   }
   const allToolsCache = new WeakMap<readonly string[], readonly string[]>();
   let lastAllTools: readonly string[] | undefined;
+  let lastKeptFor: MessageInfo | undefined;
+  let lastKept: PendingMessage | undefined;
   const rules = compileRules(config.rules, undefined, annotations);
   const ruleById = new Map<string, CompiledRule>();
   for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
@@ -294,11 +296,20 @@ function buildPlan(
       return copy;
     },
     pendingMessage(message: MessageInfo): PendingMessage {
-      if (messages.keepsText) return { key: message.key, text: message.text };
-      const matches: number[] = [];
-      const context = { history: NO_TOOLS, message, sequence: NO_SETS };
-      for (let i = 0; i < messages.tests.length; i++) if (messages.tests[i]!(context)) matches.push(i);
-      return { key: message.key, matches };
+      // Each call of a turn keeps the turn's message: the last one's form is shared (frozen), so
+      // its conditions are run once, and the transition's reading of it is cached once.
+      if (message === lastKeptFor && lastKept !== undefined) return lastKept;
+      let kept: PendingMessage;
+      if (messages.keepsText) kept = { key: message.key, text: message.text };
+      else {
+        const matches: number[] = [];
+        const context = { history: NO_TOOLS, message, sequence: NO_SETS };
+        for (let i = 0; i < messages.tests.length; i++) if (messages.tests[i]!(context)) matches.push(i);
+        kept = { key: message.key, matches: Object.freeze(matches) as number[] };
+      }
+      lastKeptFor = message;
+      lastKept = Object.freeze(kept);
+      return lastKept;
     },
   });
 }

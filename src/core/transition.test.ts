@@ -784,3 +784,31 @@ describe("a step's decisions for the agent's tools", () => {
     expect(started(plan, list).allowedTools).toEqual(['search']);
   });
 });
+
+describe('the message a reserved call keeps', () => {
+  const config: OrchestrationConfig = {
+    steps: [
+      {
+        name: 'Cats',
+        conditions: [{ type: 'message_contains', value: 'cats' }],
+        availableTools: { allowed: ['search'] },
+      },
+      {
+        name: 'Dogs',
+        conditions: [{ type: 'message_contains', value: 'dogs' }],
+        availableTools: { allowed: ['think'] },
+      },
+    ],
+  };
+
+  it('is read once per message, frozen, and is each message its own', () => {
+    const plan = compileOrchestration(config);
+    const cats = plan.pendingMessage(m1!);
+    expect(plan.pendingMessage(m1!)).toBe(cats);
+    expect(Object.isFrozen(cats) && Object.isFrozen(cats.matches)).toBe(true);
+    const dogs = plan.pendingMessage(m2!);
+    expect(dogs).not.toBe(cats);
+    expect([cats.key, cats.matches, dogs.key, dogs.matches]).toEqual([m1!.key, [0], m2!.key, [1]]);
+    expect(plan.pendingMessage(m1!).matches).toEqual([0]);
+  });
+});
