@@ -107,7 +107,8 @@ const isCacheable = (value: unknown): value is object =>
 
 /**
  * True when every option is known and passes its schema, its objects and functions by an
- * earlier check of the same object (zod decides every verdict; this only remembers them).
+ * earlier check of the same object (zod, or a quick test that agrees with it, decides every verdict;
+ * this only remembers them).
  */
 function passedBefore(options: Readonly<Record<string, unknown>>): boolean {
   // Only the keys the options have (a handful of the twenty an app may pass).
