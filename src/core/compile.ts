@@ -296,8 +296,8 @@ function buildPlan(
       return copy;
     },
     pendingMessage(message: MessageInfo): PendingMessage {
-      // Each call of a turn keeps the turn's message: the last one's form is shared (frozen), so
-      // its conditions are run once, and the transition's reading of it is cached once.
+      // Each call of a turn keeps the turn's message: the last one's form is shared (the object
+      // frozen), so its conditions are run once, and the transition's reading of it is cached once.
       if (message === lastKeptFor && lastKept !== undefined) return lastKept;
       let kept: PendingMessage;
       if (messages.keepsText) kept = { key: message.key, text: message.text };
@@ -305,7 +305,9 @@ function buildPlan(
         const matches: number[] = [];
         const context = { history: NO_TOOLS, message, sequence: NO_SETS };
         for (let i = 0; i < messages.tests.length; i++) if (messages.tests[i]!(context)) matches.push(i);
-        kept = { key: message.key, matches: Object.freeze(matches) as number[] };
+        // Not frozen: V8 reads a frozen array's elements through a generic call, and every store
+        // write checks these. Shared all the same: nothing writes to a kept message's list.
+        kept = { key: message.key, matches };
       }
       lastKeptFor = message;
       lastKept = Object.freeze(kept);
