@@ -140,36 +140,6 @@ function rememberPassed(options: Readonly<Record<string, unknown>>): void {
   }
 }
 
-/**
- * Combinations of manager, config, tools and annotations whose config check found nothing, as
- * nested weak maps (the keys are the app's objects, dropped with them); `NO_ANNOTATIONS` stands
- * for none.
- */
-const suited = new WeakMap<object, WeakMap<object, WeakMap<object, WeakSet<object>>>>();
-const NO_ANNOTATIONS = {};
-
-function suitedBefore(manager: unknown, config: unknown, tools: unknown, annotations: object | undefined): boolean {
-  if (!isObject(manager) || !isObject(config) || !isObject(tools)) return false;
-  return (
-    suited
-      .get(manager)
-      ?.get(config)
-      ?.get(tools)
-      ?.has(annotations ?? NO_ANNOTATIONS) === true
-  );
-}
-
-function rememberSuited(manager: unknown, config: unknown, tools: unknown, annotations: object | undefined): void {
-  if (!isObject(manager) || !isObject(config) || !isObject(tools)) return;
-  const byConfig = suited.get(manager) ?? new WeakMap<object, WeakMap<object, WeakSet<object>>>();
-  suited.set(manager, byConfig);
-  const byTools = byConfig.get(config) ?? new WeakMap<object, WeakSet<object>>();
-  byConfig.set(config, byTools);
-  const byAnnotations = byTools.get(tools) ?? new WeakSet<object>();
-  byTools.set(tools, byAnnotations);
-  byAnnotations.add(annotations ?? NO_ANNOTATIONS);
-}
-
 /** Throws one `TemplateConfigError` listing every problem of `orchestrate()`'s options. */
 export function assertOrchestrateOptions(options: unknown): void {
   const known = isObject(options) && passedBefore(options as Readonly<Record<string, unknown>>);
@@ -180,13 +150,9 @@ export function assertOrchestrateOptions(options: unknown): void {
     >;
     const annotations =
       toolAnnotations instanceof Map ? (toolAnnotations as ReadonlyMap<string, ToolAnnotations>) : undefined;
-    // Whether a config suits the tools depends on both (and on the manager's conditions and the
-    // annotations): checked once per combination of those objects, as each is checked once.
-    if (!suitedBefore(manager, config, tools, annotations)) {
-      const found = configIssues(manager, config, tools, annotations);
-      if (found.length === 0) rememberSuited(manager, config, tools, annotations);
-      else issues.push(...found);
-    }
+    // Checked every time: whether a config suits the tools depends on both (the plan is cached,
+    // and so is each tools object that suited it).
+    issues.push(...configIssues(manager, config, tools, annotations));
   }
   throwOnErrors(issues, 'orchestrate() options');
   if (!known) rememberPassed(options as Readonly<Record<string, unknown>>);
@@ -217,6 +183,13 @@ export function assertOrchestratedAgentSettings(settings: unknown): void {
 }
 
 /**
+ * The tools objects whose input schemas a plan's rule conditions were checked against and
+ * suited, per plan (a plan stands for its manager, config and annotations): `orchestrate()` runs
+ * every turn with the same ones, and each is checked once, as each option object is.
+ */
+const suitedTools = new WeakMap<object, WeakSet<object>>();
+
+/**
  * The problems of a config as the manager compiles it (cached per config object), and of its
  * rule conditions against the input schemas of `tools` when they are given, prefixed `config`.
  */
@@ -230,8 +203,15 @@ export function configIssues(
   try {
     const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource, toolAnnotations);
     if (!isObject(tools)) return [];
+    if (suitedTools.get(plan)?.has(tools) === true) return [];
     const base = 'orchestration' in config ? 'orchestration' : '';
-    return prefixIssues([...ruleConditionIssues(plan, tools as ToolSet, base)], 'config');
+    const issues = prefixIssues([...ruleConditionIssues(plan, tools as ToolSet, base)], 'config');
+    if (issues.length === 0) {
+      const suited = suitedTools.get(plan) ?? new WeakSet<object>();
+      suitedTools.set(plan, suited);
+      suited.add(tools);
+    }
+    return issues;
   } catch (error) {
     if (!TemplateConfigError.isInstance(error)) throw error;
     return prefixIssues(
