@@ -331,8 +331,8 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
   for (const c of result.cells) {
     const target =
       c.budgetMicrosPerStep === undefined ? 'reported' : `<= ${c.budgetMicrosPerStep} µs ${c.met ? 'MET' : 'MISSED'}`;
-    // New sessions: the first update reads the session before the first model step, one round
-    // trip more than the <= 4 of a known session (counted and checked by bench/round-trips.ts).
+    // New sessions: the turn reads the session before the first model step, one round trip (a
+    // read) more than the 4 writes of a known session (counted and checked by bench/round-trips.ts).
     const trips =
       c.store === 'redis' || c.store === 'postgres' ? `${c.roundTripsPerTurn.toFixed(2)} (new)` : 'in-process';
     lines.push(

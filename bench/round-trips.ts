@@ -30,8 +30,8 @@ export interface RoundTrips {
   /** A session the store knows (this process read or wrote it): the turn begins without a round trip. */
   library: number;
   /**
-   * A session the process has not seen: the library reads it (in the turn's first update) before
-   * the first model step, to offer what its state allows.
+   * A session the process has not seen: the library reads it before the first model step, to
+   * offer what its state allows (a read: the turn still makes 4 writes).
    */
   libraryNewSession: number;
   /** A new session the app says is new (`orchestrate({ newSession: true })`): no read. */

@@ -55,6 +55,7 @@ function describeStore(name: 'redis' | 'postgres', open: () => Promise<CountedSt
       const state = await libraryTurn(manager, sessionId);
       expect(state?.recentlyUsedTools.slice(-3)).toEqual(['search', 'think', 'reflect']);
       expect(counted.trips()).toBe(4);
+      expect(counted.writes()).toBe(4);
     });
 
     it.skipIf(skip)('through the library: 4 round trips for a new session the app says is new', async () => {
@@ -63,9 +64,11 @@ function describeStore(name: 'redis' | 'postgres', open: () => Promise<CountedSt
       const manager = createOrchestrationManager({ store: counted.store });
       await libraryTurn(manager, `trips-lib-${randomUUID()}`); // the store has answered once
       counted.reset();
-      // Without the hint the turn reads the session before its first model step.
+      // Without the hint the turn reads the session before its first model step: a read, which
+      // commits nothing; the user message rides on the first reservation.
       await libraryTurn(manager, `trips-lib-${randomUUID()}`);
       expect(counted.trips()).toBe(5);
+      expect(counted.writes()).toBe(4);
       counted.reset();
       const state = await libraryTurn(manager, `trips-lib-${randomUUID()}`, { newSession: true });
       expect(state?.recentlyUsedTools).toEqual(['search', 'think', 'reflect']);

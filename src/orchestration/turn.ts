@@ -243,6 +243,16 @@ export class Turn {
     if (!states.answering) return undefined;
     const peeked = this.#fresh ? null : states.peek(this.#sessionId);
     if (peeked === undefined || (peeked === null && !absent && !this.#fresh)) return undefined;
+    return this.#beginOn(peeked);
+  }
+
+  /**
+   * Begins on `known`, the session's state as last read (null: there is none): the message is
+   * handled on it (a refusal thrown at once) and buffered for the turn's first write, where the
+   * store decides again on the state it holds then.
+   */
+  #beginOn(peeked: OrchestrationState | null): OrchestrationState {
+    const states = this.#manager.getStateManager();
     // A session the store knows is absent (or the caller knows is new) starts empty, as the
     // store would start it on the turn's first write.
     const known = peeked ?? createState(this.#sessionId, states.clock(), states.ttl);
@@ -276,6 +286,17 @@ export class Turn {
       // Decided locally when the state is known without a round trip; the message rides on the
       // turn's first write.
       if (this.#beginLocally(true) !== undefined) return this.#stepStarted(stepNumber);
+      // Not known without a round trip (a session this process has not seen, or a store that
+      // keeps no copies): read it, which commits nothing, and decide on what was read. Writing
+      // the message here instead would cost a commit (a disk flush on PostgreSQL) that the
+      // first tool request makes anyway.
+      return this.#manager
+        .getStateManager()
+        .getState(this.#sessionId)
+        .then((read) => {
+          this.#beginOn(read);
+          return this.#stepStarted(stepNumber);
+        });
     }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;

@@ -24,37 +24,49 @@ export const RESEARCH_QUESTION = 'How many electric vehicles will be on the road
 export interface CountedStore {
   store: SessionStore;
   trips: () => number;
+  /** The writes among those round trips (what commits: the reads left out). */
+  writes: () => number;
   reset: () => void;
   /** Closes the store and removes what it wrote (its keys, its tables). */
   close: () => Promise<void>;
 }
 
 /** A Redis client that counts the commands it sends. */
-export async function countingRedis(url: string): Promise<{ client: Redis; trips: () => number; reset: () => void }> {
+export async function countingRedis(
+  url: string,
+): Promise<{ client: Redis; trips: () => number; writes: () => number; reset: () => void }> {
   const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await client.connect();
   let sent = 0;
+  let reads = 0;
   const original = client.sendCommand.bind(client);
   client.sendCommand = ((...args: Parameters<typeof original>) => {
     sent++;
+    if (READ_COMMANDS.has(args[0].name.toLowerCase())) reads++;
     return original(...args);
   }) as typeof client.sendCommand;
   return {
     client,
     trips: () => sent,
+    writes: () => sent - reads,
     reset: () => {
       sent = 0;
+      reads = 0;
     },
   };
 }
 
+/** Redis commands that only read. */
+const READ_COMMANDS = new Set(['get', 'mget', 'exists', 'ttl', 'pttl', 'zrange', 'zcard', 'lrange', 'llen']);
+
 /** A Redis store under `prefix`, counted. */
 export async function countedRedis(url: string, prefix: string): Promise<CountedStore> {
-  const { client, trips, reset } = await countingRedis(url);
+  const { client, trips, writes, reset } = await countingRedis(url);
   const store = redisStore({ client, prefix });
   return {
     store,
     trips,
+    writes,
     reset,
     close: async () => {
       await store.close();
@@ -69,21 +81,29 @@ export async function countedRedis(url: string, prefix: string): Promise<Counted
 export async function countedPostgres(url: string, table: string): Promise<CountedStore> {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   let sent = 0;
+  let reads = 0;
   pool.on('connect', (client) => {
     const original = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
       sent++;
+      // A statement that is a plain SELECT commits nothing (a write's CTEs begin with WITH).
+      const query = args[0] as string | { text?: string };
+      const text = typeof query === 'string' ? query : (query.text ?? '');
+      if (/^\s*SELECT\b/i.test(text) && !/\bFOR UPDATE\b/i.test(text)) reads++;
       return original(...args);
     };
   });
   const store = postgresStore({ pool, table });
   await store.get('warm-up'); // migrations and prepared statements, before counting
   sent = 0;
+  reads = 0;
   return {
     store,
     trips: () => sent,
+    writes: () => sent - reads,
     reset: () => {
       sent = 0;
+      reads = 0;
     },
     close: async () => {
       await store.close();
