@@ -590,6 +590,7 @@ async function main(): Promise<void> {
       String(worst),
       yes(worst <= 4),
     ]);
+    rows.push([`<= 4 writes per research turn (${r.store}, every path)`, String(r.mostWrites), yes(r.mostWrites <= 4)]);
   }
   for (const t of targets.medianTurnMicros) {
     rows.push([`median turn <= ${TARGET_MEDIAN_MICROS} µs (${t.agent})`, `${fmt(t.value)} µs`, yes(t.met)]);

@@ -38,6 +38,8 @@ export interface RoundTrips {
   libraryNewSessionHinted: number;
   serverNewSession: number;
   serverContinued: number;
+  /** The most writes (round trips that commit) any of these paths made in one turn. */
+  mostWrites: number;
 }
 
 async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<RoundTrips> {
@@ -46,28 +48,38 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
     kind === 'redis'
       ? await countedRedis(REDIS_URL, `baton-bench:trips:${run}:`)
       : await countedPostgres(POSTGRES_URL, `baton_bench_trips_${run}`);
+  let mostWrites = 0;
+  let writesBefore = 0;
+  const since = (before: number) => {
+    mostWrites = Math.max(mostWrites, counted.writes() - writesBefore);
+    return counted.trips() - before;
+  };
+  const start = () => {
+    writesBefore = counted.writes();
+    return counted.trips();
+  };
   try {
     const manager = createOrchestrationManager({ store: counted.store });
     const sessionId = `trips-lib-${randomUUID()}`;
-    let before = counted.trips();
+    let before = start();
     await libraryTurn(reasoner, manager, sessionId); // a new session: the store learns it
-    const libraryNewSession = counted.trips() - before;
-    before = counted.trips();
+    const libraryNewSession = since(before);
+    before = start();
     await libraryTurn(reasoner, manager, sessionId);
-    const library = counted.trips() - before;
-    before = counted.trips();
+    const library = since(before);
+    before = start();
     await libraryTurn(reasoner, manager, `trips-lib-${randomUUID()}`, { newSession: true });
-    const libraryNewSessionHinted = counted.trips() - before;
+    const libraryNewSessionHinted = since(before);
 
     const served = createOrchestrationManager({ store: counted.store, eventLog: 100 });
     const app = createApp({ agents: [reasoner], model: 'offline', manager: served, webRoot: false });
     try {
       await chunksOf(await postJson(app, '/api/chat/cognitive-reasoner', { messages: [userMessage('Hello')] }));
-      before = counted.trips();
+      before = start();
       const first = await postJson(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(QUESTION)] });
       await chunksOf(first);
-      const serverNewSession = counted.trips() - before;
-      before = counted.trips();
+      const serverNewSession = since(before);
+      before = start();
       await chunksOf(
         await postJson(app, '/api/chat/cognitive-reasoner', {
           sessionId: first.headers.get('x-session-id'),
@@ -84,7 +96,8 @@ async function countOn(kind: 'redis' | 'postgres', reasoner: Template): Promise<
         libraryNewSession,
         libraryNewSessionHinted,
         serverNewSession,
-        serverContinued: counted.trips() - before,
+        serverContinued: since(before),
+        mostWrites,
       };
     } finally {
       await app.close();
@@ -112,13 +125,14 @@ export async function runRoundTrips(): Promise<{ results: RoundTrips[]; skipped:
 /** The table `npm run bench` prints. */
 export function formatRoundTrips({ results, skipped }: Awaited<ReturnType<typeof runRoundTrips>>): string {
   const lines = [
-    'store       library, known session  library, new session  library, newSession: true  server, new session  server, continued',
+    'store       library, known session  library, new session  library, newSession: true  server, new session  server, continued  most writes',
   ];
   for (const r of results) {
     lines.push(
-      `${r.store.padEnd(10)}  ${String(r.library).padStart(22)}  ${String(r.libraryNewSession).padStart(20)}  ${String(r.libraryNewSessionHinted).padStart(25)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}`,
+      `${r.store.padEnd(10)}  ${String(r.library).padStart(22)}  ${String(r.libraryNewSession).padStart(20)}  ${String(r.libraryNewSessionHinted).padStart(25)}  ${String(r.serverNewSession).padStart(19)}  ${String(r.serverContinued).padStart(17)}  ${String(r.mostWrites).padStart(11)}`,
     );
   }
+  lines.push('(round trips per turn; a new session the library has not seen is read first: a read, no commit)');
   for (const s of skipped) lines.push(`not measured: ${s}`);
   return lines.join('\n');
 }
