@@ -6,7 +6,10 @@
  * token accounting) on each store, with the store's round trips per turn counted. The variants
  * run interleaved in one process, so drift (JIT, GC, a busy machine) hits all alike.
  *
- * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick]`. A benchmark, never part of `npm test`.
+ * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b]`. A
+ * benchmark, never part of `npm test`. `--variants` (of bare, hand, hand-converted, orchestrated)
+ * runs only those, rotating; one variant runs alone, as an app runs it: bench/variants.ts runs
+ * each alone in its own process, alternating, and bench/instructions.ts counts one's instructions.
  */
 import { cpus, platform, release } from 'node:os';
 import { pathToFileURL } from 'node:url';
@@ -220,8 +223,21 @@ export interface AiSdkBenchResult {
 const BUDGETS: Partial<Record<StoreKind, number>> = { memory: 25, redis: 300, postgres: 600 };
 const DEFAULT_TURNS: Record<StoreKind, number> = { memory: 2_000, sqlite: 600, redis: 600, postgres: 400 };
 
-/** Runs both variants interleaved on one store, `turns` measured turns each after a warm-up. */
-async function runCell(kind: StoreKind, harness: Harness, turns: number): Promise<AiSdkBenchCell> {
+/** The variants of a turn, in the order they rotate. */
+export const VARIANTS = ['bare', 'hand', 'hand-converted', 'orchestrated'] as const;
+/** One of {@link VARIANTS}. */
+export type Variant = (typeof VARIANTS)[number];
+
+/**
+ * Runs the variants interleaved on one store, `turns` measured turns each after a warm-up;
+ * `only` runs just those (the others' figures are then NaN).
+ */
+async function runCell(
+  kind: StoreKind,
+  harness: Harness,
+  turns: number,
+  only?: readonly Variant[],
+): Promise<AiSdkBenchCell> {
   const warmup = Math.min(300, Math.ceil(turns / 5));
   const model = scriptedModel();
   const tools = makeTools();
@@ -265,9 +281,12 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
       return got;
     });
     // Rotate which variant goes first, so none always runs on a warmer cache.
-    const order = [runBare, runHand, runHandConverted, runOrchestrated];
+    const all = [runBare, runHand, runHandConverted, runOrchestrated];
+    const order = only === undefined ? all : all.filter((_, k) => only.includes(VARIANTS[k]!));
     for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
-    if (i >= warmup) paired.push(orchestrated.at(-1)! - bare.at(-1)!);
+    if (i >= warmup && order.includes(runOrchestrated) && order.includes(runBare)) {
+      paired.push(orchestrated.at(-1)! - bare.at(-1)!);
+    }
     // Old sessions are never read again; dropping them keeps the store (and GC) the same size.
     if (i >= 1) await manager.removeSession(`bench-${i - 1}`);
   }
@@ -295,7 +314,7 @@ async function runCell(kind: StoreKind, harness: Harness, turns: number): Promis
 
 /** Runs the model-loop bench on each store in `stores` (default all four). */
 export async function runAiSdkBench(
-  options: { stores?: readonly StoreKind[]; turns?: number; quick?: boolean } = {},
+  options: { stores?: readonly StoreKind[]; turns?: number; quick?: boolean; variants?: readonly Variant[] } = {},
 ): Promise<AiSdkBenchResult> {
   const redisUrl = 'redis://127.0.0.1:6379';
   const postgresUrl = 'postgres://postgres@127.0.0.1:5432/test';
@@ -309,7 +328,7 @@ export async function runAiSdkBench(
     const harness = await open(kind, redisUrl, postgresUrl);
     try {
       const turns = options.turns ?? Math.ceil(DEFAULT_TURNS[kind] / (options.quick ? 5 : 1));
-      result.cells.push(await runCell(kind, harness, turns));
+      result.cells.push(await runCell(kind, harness, turns, options.variants));
     } finally {
       await harness.close();
     }
@@ -366,14 +385,25 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     throw new Error(`--turns must be a positive integer, got ${turnsArg}`);
   }
   const stores = storesArg?.split(',') as StoreKind[] | undefined;
-  console.log(`Node ${process.version} on ${platform()} ${release()}, ${cpus()[0]?.model ?? 'unknown CPU'}`);
-  console.log(
-    formatAiSdkBench(
-      await runAiSdkBench({
-        ...(stores ? { stores } : {}),
-        ...(turns !== undefined ? { turns } : {}),
-        quick: args.includes('--quick'),
-      }),
-    ),
-  );
+  const variants = args
+    .find((a) => a.startsWith('--variants='))
+    ?.slice('--variants='.length)
+    .split(',') as Variant[] | undefined;
+  for (const v of variants ?? []) {
+    if (!(VARIANTS as readonly string[]).includes(v)) {
+      throw new Error(`--variants: "${v}" is not one of ${VARIANTS.join(', ')}`);
+    }
+  }
+  const result = await runAiSdkBench({
+    ...(stores ? { stores } : {}),
+    ...(turns !== undefined ? { turns } : {}),
+    quick: args.includes('--quick'),
+    ...(variants ? { variants } : {}),
+  });
+  // --json: the result alone, for bench/variants.ts (NaN, a variant not run, becomes null).
+  if (args.includes('--json')) console.log(JSON.stringify(result));
+  else {
+    console.log(`Node ${process.version} on ${platform()} ${release()}, ${cpus()[0]?.model ?? 'unknown CPU'}`);
+    console.log(formatAiSdkBench(result));
+  }
 }
