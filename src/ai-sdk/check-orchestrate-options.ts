@@ -199,7 +199,9 @@ export function configIssues(
   tools?: unknown,
   toolAnnotations?: ReadonlyMap<string, ToolAnnotations>,
 ): TemplateIssue[] {
-  if (!managerSchema.safeParse(manager).success || !isObject(config)) return [];
+  // A manager that passed the options check before is not parsed again (it is every turn's).
+  const checked = isObject(manager) && passed.get(manager)?.has('manager') === true;
+  if (!(checked || managerSchema.safeParse(manager).success) || !isObject(config)) return [];
   try {
     const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource, toolAnnotations);
     if (!isObject(tools)) return [];
