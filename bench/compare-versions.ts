@@ -10,18 +10,12 @@
  * (bench/regression-guard.ts). A benchmark, never part of `npm test`.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { checkoutOf, git, ROOT } from './compiled.js';
 import { type HarnessResult, runAlternating } from './seed-turns.js';
-
-const ROOT = resolve(import.meta.dirname, '..');
-const CACHE = join(ROOT, 'bench', '.cache');
-
-function git(args: readonly string[], cwd = ROOT): string {
-  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-}
 
 /** Builds the package of the checkout at `root` (its own tsconfig.build.json). */
 export function buildCheckout(root: string): void {
@@ -33,16 +27,9 @@ export function buildCheckout(root: string): void {
 
 /** A built checkout of `ref` (a worktree under bench/.cache/, reused when it exists). */
 export function builtCheckout(ref: string): { root: string; commit: string } {
-  const commit = git(['rev-parse', '--verify', `${ref}^{commit}`]);
-  const root = join(CACHE, `version-${commit.slice(0, 12)}`);
-  if (!existsSync(join(root, 'package.json'))) {
-    mkdirSync(CACHE, { recursive: true });
-    git(['worktree', 'add', '--detach', '--force', root, commit]);
-  }
-  // The checkout shares this one's dependencies (a symlink is enough for tsc and for Node).
-  if (!existsSync(join(root, 'node_modules'))) symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
-  if (!existsSync(join(root, 'dist', 'index.js'))) buildCheckout(root);
-  return { root, commit };
+  const checkout = checkoutOf(ref);
+  if (!existsSync(join(checkout.root, 'dist', 'index.js'))) buildCheckout(checkout.root);
+  return checkout;
 }
 
 /** Removes a checkout made by {@link builtCheckout} (and git's record of it). */

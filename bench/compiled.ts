@@ -1,7 +1,8 @@
 /**
  * The bench compiled as an app runs the package: `tsc` output of a checkout (src and bench), run
  * by plain Node. Shared by the benchmarks that start the model-loop bench in processes of its own
- * (bench/variants.ts, bench/instructions.ts).
+ * (bench/variants.ts, bench/instructions.ts); its worktrees of other commits also serve the seed
+ * turn's before/after (bench/compare-versions.ts, the CI guard).
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
@@ -14,6 +15,7 @@ export const CACHE = join(ROOT, 'bench', '.cache');
 /** The model-loop bench's files, compiled from this checkout into another commit's build too. */
 const HARNESS = ['ai-sdk.ts', 'core.ts', 'stores.ts'];
 
+/** Runs git in this checkout; its output, trimmed. */
 export function git(args: readonly string[]): string {
   return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 }
@@ -49,11 +51,10 @@ export function compiledHere(purpose: string): CompiledBench {
 }
 
 /**
- * Another commit, compiled: a worktree under bench/.cache/ sharing this checkout's node_modules,
- * with this checkout's model-loop bench files over its own, so both sides run the same harness
- * over their own library code.
+ * A worktree of `ref` under bench/.cache/ (reused when it exists) that shares this checkout's
+ * dependencies (a symlink is enough for tsc and for Node).
  */
-export function compiledAt(ref: string): CompiledBench {
+export function checkoutOf(ref: string): { root: string; commit: string } {
   const commit = git(['rev-parse', '--verify', `${ref}^{commit}`]);
   const root = join(CACHE, `version-${commit.slice(0, 12)}`);
   if (!existsSync(join(root, 'package.json'))) {
@@ -61,6 +62,15 @@ export function compiledAt(ref: string): CompiledBench {
     git(['worktree', 'add', '--detach', '--force', root, commit]);
   }
   if (!existsSync(join(root, 'node_modules'))) symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  return { root, commit };
+}
+
+/**
+ * Another commit, compiled ({@link checkoutOf}), with this checkout's model-loop bench files over
+ * its own, so both sides run the same harness over their own library code.
+ */
+export function compiledAt(ref: string): CompiledBench {
+  const { root, commit } = checkoutOf(ref);
   for (const file of HARNESS) copyFileSync(join(ROOT, 'bench', file), join(root, 'bench', file));
   const out = join(root, '.bench-build');
   compile(root, out);
