@@ -13,6 +13,7 @@
  */
 import { cpus, platform, release } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import type {
   LanguageModelV4,
   LanguageModelV4CallOptions,
@@ -228,6 +229,22 @@ export const VARIANTS = ['bare', 'hand', 'hand-converted', 'orchestrated'] as co
 /** One of {@link VARIANTS}. */
 export type Variant = (typeof VARIANTS)[number];
 
+/** A `--variants` value (comma-separated names) as variants; throws naming one it does not know. */
+export function parseVariants(text: string): Variant[] {
+  const variants = text.split(',');
+  for (const v of variants) {
+    if (!(VARIANTS as readonly string[]).includes(v)) {
+      throw new Error(`--variants: "${v}" is not one of ${VARIANTS.join(', ')}`);
+    }
+  }
+  return variants as Variant[];
+}
+
+/** The warm-up turns run before `turns` measured ones (not timed). */
+export function warmupTurns(turns: number): number {
+  return Math.min(300, Math.ceil(turns / 5));
+}
+
 /**
  * Runs the variants interleaved on one store, `turns` measured turns each after a warm-up;
  * `only` runs just those (the others' figures are then NaN).
@@ -238,7 +255,7 @@ async function runCell(
   turns: number,
   only?: readonly Variant[],
 ): Promise<AiSdkBenchCell> {
-  const warmup = Math.min(300, Math.ceil(turns / 5));
+  const warmup = warmupTurns(turns);
   const model = scriptedModel();
   const tools = makeTools();
   const converted = withConvertedSchemas(tools);
@@ -377,31 +394,29 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const args = process.argv.slice(2);
-  const turnsArg = args.find((a) => a.startsWith('--turns='))?.slice('--turns='.length);
-  const storesArg = args.find((a) => a.startsWith('--stores='))?.slice('--stores='.length);
-  const turns = turnsArg !== undefined ? Number(turnsArg) : undefined;
+  const { values } = parseArgs({
+    options: {
+      stores: { type: 'string' },
+      turns: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      variants: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const turns = values.turns !== undefined ? Number(values.turns) : undefined;
   if (turns !== undefined && (!Number.isInteger(turns) || turns < 1)) {
-    throw new Error(`--turns must be a positive integer, got ${turnsArg}`);
+    throw new Error(`--turns must be a positive integer, got ${values.turns}`);
   }
-  const stores = storesArg?.split(',') as StoreKind[] | undefined;
-  const variants = args
-    .find((a) => a.startsWith('--variants='))
-    ?.slice('--variants='.length)
-    .split(',') as Variant[] | undefined;
-  for (const v of variants ?? []) {
-    if (!(VARIANTS as readonly string[]).includes(v)) {
-      throw new Error(`--variants: "${v}" is not one of ${VARIANTS.join(', ')}`);
-    }
-  }
+  const stores = values.stores?.split(',') as StoreKind[] | undefined;
+  const variants = values.variants !== undefined ? parseVariants(values.variants) : undefined;
   const result = await runAiSdkBench({
     ...(stores ? { stores } : {}),
     ...(turns !== undefined ? { turns } : {}),
-    quick: args.includes('--quick'),
+    quick: values.quick,
     ...(variants ? { variants } : {}),
   });
   // --json: the result alone, for bench/variants.ts (NaN, a variant not run, becomes null).
-  if (args.includes('--json')) console.log(JSON.stringify(result));
+  if (values.json) console.log(JSON.stringify(result));
   else {
     console.log(`Node ${process.version} on ${platform()} ${release()}, ${cpus()[0]?.model ?? 'unknown CPU'}`);
     console.log(formatAiSdkBench(result));

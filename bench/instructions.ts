@@ -23,14 +23,14 @@ import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { VARIANTS, type Variant } from './ai-sdk.js';
+import { parseVariants, type Variant, warmupTurns } from './ai-sdk.js';
 import { CACHE, type CompiledBench, compiledAt, compiledHere } from './compiled.js';
 
 const NODE = process.execPath;
-/** Measured turns of the two runs; bench/ai-sdk.ts adds a warm-up of a fifth (at most 300). */
+/** Measured turns of the two runs (bench/ai-sdk.ts runs its warm-up before them). */
 const SHORT = 100;
 const LONG = 400;
-const totalTurns = (turns: number) => turns + Math.min(300, Math.ceil(turns / 5));
+const totalTurns = (turns: number) => turns + warmupTurns(turns);
 
 const run = promisify(execFile);
 
@@ -105,11 +105,7 @@ const { values } = parseArgs({
   },
 });
 const cacheSim = values['cache-sim'];
-const variants = values.variants.split(',') as Variant[];
-for (const v of variants) {
-  if (!(VARIANTS as readonly string[]).includes(v))
-    throw new Error(`--variants: "${v}" is not one of ${VARIANTS.join(', ')}`);
-}
+const variants = parseVariants(values.variants);
 try {
   execFileSync('valgrind', ['--version'], { stdio: 'ignore' });
 } catch {

@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import { type AiSdkBenchResult, VARIANTS, type Variant } from './ai-sdk.js';
+import { type AiSdkBenchResult, parseVariants, VARIANTS, type Variant } from './ai-sdk.js';
 import { compiledHere } from './compiled.js';
 import { median } from './core.js';
 
@@ -31,12 +31,7 @@ const { values } = parseArgs({
 const rounds = Number(values.rounds);
 if (!Number.isInteger(rounds) || rounds < 1)
   throw new Error(`--rounds must be a positive integer, got ${values.rounds}`);
-const variants = values.variants.split(',') as Variant[];
-for (const v of variants) {
-  if (!(VARIANTS as readonly string[]).includes(v)) {
-    throw new Error(`--variants: "${v}" is not one of ${VARIANTS.join(', ')}`);
-  }
-}
+const variants = parseVariants(values.variants);
 
 /** µs per model step of one variant's run, per store. */
 const FIELD: Record<Variant, keyof AiSdkBenchResult['cells'][number]> = {
