@@ -7,9 +7,10 @@
  * run interleaved in one process, so drift (JIT, GC, a busy machine) hits all alike.
  *
  * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b]`. A
- * benchmark, never part of `npm test`. `--variants` (of bare, hand, hand-converted, orchestrated)
- * runs only those, rotating; one variant runs alone, as an app runs it: bench/variants.ts runs
- * each alone in its own process, alternating, and bench/instructions.ts counts one's instructions.
+ * benchmark, never part of `npm test`. `--variants` (of bare, hand, hand-converted, orchestrated,
+ * and hand-hooks, which runs only when named) runs only those, rotating; one variant runs alone,
+ * as an app runs it: bench/variants.ts runs each alone in its own process, alternating, and
+ * bench/instructions.ts counts one's instructions.
  */
 import { cpus, platform, release } from 'node:os';
 import { pathToFileURL } from 'node:url';
@@ -144,7 +145,12 @@ const RESEARCH = /research|how many/i;
  * approval hook refusing any other call. No state is kept between turns (nothing survives a
  * restart or a second process: what Baton's store is for).
  */
-async function handTurn(model: LanguageModelV4, tools: ToolSet, messages: ModelMessage[]): Promise<TurnCheck> {
+async function handTurn(
+  model: LanguageModelV4,
+  tools: ToolSet,
+  messages: ModelMessage[],
+  hooks = false,
+): Promise<TurnCheck> {
   const latest = messages.findLast((m) => m.role === 'user');
   const research = typeof latest?.content === 'string' && RESEARCH.test(latest.content);
   const expected = (steps: readonly { toolCalls: readonly unknown[] }[]) => {
@@ -153,24 +159,38 @@ async function handTurn(model: LanguageModelV4, tools: ToolSet, messages: ModelM
     return research ? SEQUENCE[used] : undefined;
   };
   let done: readonly { toolCalls: readonly unknown[] }[] = [];
-  const result = streamText({
-    model,
-    messages,
-    tools,
-    stopWhen: isStepCount(STEPS_PER_TURN + 2),
-    prepareStep: ({ steps }) => {
-      done = steps;
-      const next = expected(steps);
-      return research ? { activeTools: next === undefined ? [...SEQUENCE] : [next] } : {};
-    },
-    toolApproval: ({ toolCall }) => {
-      const next = expected(done);
-      const allowed =
-        next === undefined ? (SEQUENCE as readonly string[]).includes(toolCall.toolName) : toolCall.toolName === next;
-      if (!research || allowed) return 'not-applicable';
-      return { type: 'denied', reason: `expected ${next ?? 'no tool'} next` };
-    },
-  });
+  const prepareStep = ({ steps }: { steps: readonly { toolCalls: readonly unknown[] }[] }) => {
+    done = steps;
+    const next = expected(steps);
+    return research ? { activeTools: next === undefined ? [...SEQUENCE] : [next] } : {};
+  };
+  const toolApproval = ({ toolCall }: { toolCall: { toolName: string } }) => {
+    const next = expected(done);
+    const allowed =
+      next === undefined ? (SEQUENCE as readonly string[]).includes(toolCall.toolName) : toolCall.toolName === next;
+    if (!research || allowed) return 'not-applicable' as const;
+    return { type: 'denied' as const, reason: `expected ${next ?? 'no tool'} next` };
+  };
+  const common = { model, messages, tools, stopWhen: isStepCount(STEPS_PER_TURN + 2) };
+  const result = hooks
+    ? streamText({
+        ...common,
+        // Every hook orchestrate() hands the AI SDK, in its shape: async, instructions and a
+        // tool choice at every step, and the start, step-end and end callbacks.
+        prepareStep: async (step) => {
+          const next = expected(step.steps);
+          return {
+            ...prepareStep(step),
+            toolChoice: next === undefined ? 'auto' : { type: 'tool', toolName: next },
+            instructions: `${config.steps[0]?.instructions}\nNext: ${next ?? 'answer'}.`,
+          };
+        },
+        toolApproval: async (args) => toolApproval(args),
+        onStart: async () => undefined,
+        onStepEnd: async () => undefined,
+        onEnd: async () => undefined,
+      })
+    : streamText({ ...common, prepareStep, toolApproval });
   await result.consumeStream();
   const steps = await result.steps;
   return { steps: steps.length, toolResults: steps.reduce((n, s) => n + s.toolResults.length, 0) };
@@ -202,6 +222,8 @@ export interface AiSdkBenchCell {
   handMicrosPerStep: number;
   /** The same, over tools whose schemas were converted once, as Baton's guarded tools are. */
   handConvertedMicrosPerStep: number;
+  /** The same as "hand, conv.", with every hook orchestrate() passes, in its shape (NaN unless asked for). */
+  handHooksMicrosPerStep: number;
   orchestratedMicrosPerStep: number;
   overheadMicrosPerStep: number;
   /** Median of the per-turn differences (each orchestrated turn minus the bare turn next to it). */
@@ -225,7 +247,13 @@ const BUDGETS: Partial<Record<StoreKind, number>> = { memory: 25, redis: 300, po
 const DEFAULT_TURNS: Record<StoreKind, number> = { memory: 2_000, sqlite: 600, redis: 600, postgres: 400 };
 
 /** The variants of a turn, in the order they rotate. */
-export const VARIANTS = ['bare', 'hand', 'hand-converted', 'orchestrated'] as const;
+export const VARIANTS = ['bare', 'hand', 'hand-converted', 'orchestrated', 'hand-hooks'] as const;
+/**
+ * The variants that rotate when `--variants` does not say: `hand-hooks` (the filter over converted
+ * schemas, with every hook orchestrate() passes, in its shape, doing nothing more) runs only when
+ * named, to tell the AI SDK's cost of those hooks from Baton's own work.
+ */
+export const DEFAULT_VARIANTS: readonly Variant[] = ['bare', 'hand', 'hand-converted', 'orchestrated'];
 /** One of {@link VARIANTS}. */
 export type Variant = (typeof VARIANTS)[number];
 
@@ -263,6 +291,7 @@ async function runCell(
   const bare: number[] = [];
   const hand: number[] = [];
   const handConverted: number[] = [];
+  const handHooks: number[] = [];
   const orchestrated: number[] = [];
   // Each turn's pair ran back to back, so their difference cancels slow drift in machine load.
   const paired: number[] = [];
@@ -298,8 +327,11 @@ async function runCell(
       return got;
     });
     // Rotate which variant goes first, so none always runs on a warmer cache.
-    const all = [runBare, runHand, runHandConverted, runOrchestrated];
-    const order = only === undefined ? all : all.filter((_, k) => only.includes(VARIANTS[k]!));
+    const runHandHooks = timed('hand-written (converted schemas, every hook)', handHooks, () =>
+      handTurn(model, converted, messages, true),
+    );
+    const all = [runBare, runHand, runHandConverted, runOrchestrated, runHandHooks];
+    const order = all.filter((_, k) => (only ?? DEFAULT_VARIANTS).includes(VARIANTS[k]!));
     for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
     if (i >= warmup && order.includes(runOrchestrated) && order.includes(runBare)) {
       paired.push(orchestrated.at(-1)! - bare.at(-1)!);
@@ -319,6 +351,7 @@ async function runCell(
     bareMicrosPerStep,
     handMicrosPerStep: median(hand) / STEPS_PER_TURN,
     handConvertedMicrosPerStep: median(handConverted) / STEPS_PER_TURN,
+    handHooksMicrosPerStep: median(handHooks) / STEPS_PER_TURN,
     orchestratedMicrosPerStep,
     overheadMicrosPerStep,
     pairedOverheadMicrosPerStep: median(paired) / STEPS_PER_TURN,
@@ -387,6 +420,12 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
         trips.padStart(17),
         ` ${target}`,
       ].join(' '),
+    );
+  }
+  for (const c of result.cells) {
+    if (Number.isNaN(c.handHooksMicrosPerStep)) continue;
+    lines.push(
+      `${c.store}: hand, conv. with every hook orchestrate() passes ${fmt(c.handHooksMicrosPerStep)} µs/step; orchestrated minus it ${fmt(c.orchestratedMicrosPerStep - c.handHooksMicrosPerStep)}`,
     );
   }
   for (const s of result.skipped) lines.push(`${s.store}: skipped (${s.reason})`);

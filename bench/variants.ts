@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import { type AiSdkBenchResult, parseVariants, VARIANTS, type Variant } from './ai-sdk.js';
+import { type AiSdkBenchResult, DEFAULT_VARIANTS, parseVariants, type Variant } from './ai-sdk.js';
 import { compiledHere } from './compiled.js';
 import { median } from './core.js';
 
@@ -25,7 +25,7 @@ const { values } = parseArgs({
     stores: { type: 'string', default: 'memory' },
     rounds: { type: 'string', default: '3' },
     turns: { type: 'string' },
-    variants: { type: 'string', default: VARIANTS.join(',') },
+    variants: { type: 'string', default: DEFAULT_VARIANTS.join(',') },
   },
 });
 const rounds = Number(values.rounds);
@@ -39,6 +39,7 @@ const FIELD: Record<Variant, keyof AiSdkBenchResult['cells'][number]> = {
   hand: 'handMicrosPerStep',
   'hand-converted': 'handConvertedMicrosPerStep',
   orchestrated: 'orchestratedMicrosPerStep',
+  'hand-hooks': 'handHooksMicrosPerStep',
 };
 
 const build = compiledHere('variants');
