@@ -330,8 +330,15 @@ async function runCell(
     const runHandHooks = timed('hand-written (converted schemas, every hook)', handHooks, () =>
       handTurn(model, converted, messages, true),
     );
-    const all = [runBare, runHand, runHandConverted, runOrchestrated, runHandHooks];
-    const order = all.filter((_, k) => (only ?? DEFAULT_VARIANTS).includes(VARIANTS[k]!));
+    const runs: Record<Variant, () => Promise<void>> = {
+      bare: runBare,
+      hand: runHand,
+      'hand-converted': runHandConverted,
+      orchestrated: runOrchestrated,
+      'hand-hooks': runHandHooks,
+    };
+    const chosen = only ?? DEFAULT_VARIANTS;
+    const order = VARIANTS.filter((v) => chosen.includes(v)).map((v) => runs[v]);
     for (let k = 0; k < order.length; k++) await order[(i + k) % order.length]!();
     if (i >= warmup && order.includes(runOrchestrated) && order.includes(runBare)) {
       paired.push(orchestrated.at(-1)! - bare.at(-1)!);

@@ -224,7 +224,10 @@ async function perTurn(bench: string, variant: Variant, cacheSim: boolean, byFun
 /** Sums per-function counts into {@link PARTS}. */
 function partsOf(functions: ReadonlyMap<string, number>): Map<string, number> {
   const parts = new Map<string, number>(PARTS.map((part) => [part, 0]));
-  for (const [name, n] of functions) parts.set(partOf(name), parts.get(partOf(name))! + n);
+  for (const [name, n] of functions) {
+    const part = partOf(name);
+    parts.set(part, parts.get(part)! + n);
+  }
   return parts;
 }
 
@@ -292,9 +295,11 @@ if (breakdowns.length > 0) {
   // read the parts as where the instructions go, the totals above as what a change saved.
   console.log('\nInstructions per turn by part (steady: the 480-turn run minus the 120-turn one):');
   const parts = breakdowns.map((b) => partsOf(b.functions));
-  console.log(`  ${'part'.padEnd(18)}${breakdowns.map((b) => b.variant.padStart(16)).join('')}`);
+  // With --against, the other build's columns are marked "(ref)".
+  const column = (b: (typeof breakdowns)[number]) => (b.label === builds[0]!.label ? b.variant : `${b.variant} (ref)`);
+  console.log(`  ${'part'.padEnd(18)}${breakdowns.map((b) => column(b).padStart(22)).join('')}`);
   for (const part of PARTS) {
-    console.log(`  ${part.padEnd(18)}${parts.map((p) => fmt(p.get(part)!).padStart(16)).join('')}`);
+    console.log(`  ${part.padEnd(18)}${parts.map((p) => fmt(p.get(part)!).padStart(22)).join('')}`);
   }
   for (const { label, variant, functions } of breakdowns) {
     const baton = [...functions].filter(([name]) => partOf(name) === 'Baton').sort((a, b) => b[1] - a[1]);
