@@ -88,8 +88,41 @@ export interface AppliedInputs {
  */
 export let applyNow: (
   manager: OrchestrationManager,
-  ...args: Parameters<OrchestrationManager['apply']>
+  ...args: [...Parameters<OrchestrationManager['apply']>, prefix?: AppliedPrefix]
 ) => AppliedInputs | Promise<AppliedInputs>;
+
+/**
+ * The first `count` inputs of a batch, as the caller already applied them to `base`, the last
+ * of them with `context`. Internal, for `Turn`: a turn applies what it buffered (completions,
+ * usage) to decide its next model step, then writes the same inputs with its next call. When the
+ * store's state is still `base` (nothing was written to the session since), the update starts
+ * from `state` instead of applying them again: they take effect as of when the turn applied
+ * them, which the store could not tell apart from a write made then. Otherwise (another write
+ * came between, or the context differs in more than a later time) they are applied again.
+ */
+export interface AppliedPrefix {
+  readonly base: OrchestrationState;
+  readonly count: number;
+  readonly context: TransitionContext;
+  readonly state: OrchestrationState;
+  readonly events: readonly OrchestrationEvent[];
+  readonly decisions: readonly (TransitionDecision | undefined)[];
+}
+
+/**
+ * True when `later` is `earlier` at the same or a later time: the same message, limits and rule
+ * context. Most are the same object (the manager shares one per millisecond and message).
+ */
+export function contextFollows(earlier: TransitionContext, later: TransitionContext): boolean {
+  return (
+    earlier === later ||
+    (earlier.now <= later.now &&
+      earlier.message === later.message &&
+      earlier.ruleContext === later.ruleContext &&
+      earlier.historyLimit === later.historyLimit &&
+      earlier.leaseMs === later.leaseMs)
+  );
+}
 
 /**
  * True when something takes the manager's events (a listener, or an event log to write them
@@ -197,11 +230,16 @@ export class OrchestrationManager {
     sessionId: string,
     inputs: readonly TransitionInput[],
     ruleContext?: Readonly<Record<string, unknown>>,
+    prefix?: AppliedPrefix,
   ): AppliedInputs | Promise<AppliedInputs> {
     const plan = isPlan(config) ? config : this.plan(config);
     const context = this.transitionContext(message, ruleContext);
     const run = new PendingApply(this.eventLog);
     run.begin(plan, inputs, context);
+    // A prefix that holds a refused message is applied again: the batch ends there (see transitionAll).
+    if (prefix !== undefined && contextFollows(prefix.context, context) && !prefix.decisions.some(isRefusedMessage)) {
+      run.prefix = prefix;
+    }
     // The memory store updates synchronously: no promise round trips on the hot path.
     const sync = this.#states.modifySync(sessionId, run.update, context.now);
     if (sync !== undefined) return this.#finish(run, sync);
@@ -600,6 +638,8 @@ class PendingApply {
   plan: OrchestrationPlan | undefined;
   inputs: readonly TransitionInput[] = NO_INPUTS;
   context: TransitionContext | undefined;
+  /** What the caller already applied of `inputs`, on the state it expects the store to hold. */
+  prefix: AppliedPrefix | undefined;
   readonly update: (current: OrchestrationState) => OrchestrationState;
 
   constructor(
@@ -614,6 +654,7 @@ class PendingApply {
     this.plan = plan;
     this.inputs = inputs;
     this.context = context;
+    this.prefix = undefined;
     this.events = NO_EVENTS;
     this.decisions = NO_DECISIONS;
     this.changed = false;
@@ -624,14 +665,34 @@ class PendingApply {
     this.plan = undefined;
     this.inputs = NO_INPUTS;
     this.context = undefined;
+    this.prefix = undefined;
     this.events = NO_EVENTS;
     this.decisions = NO_DECISIONS;
   }
 
   #update(current: OrchestrationState): OrchestrationState {
+    const prefix = this.prefix;
+    // The store still holds the state the prefix was applied to: only the rest is new. (A store
+    // that retries after a conflict calls this again with another state, and applies it all.)
+    if (prefix !== undefined && prefix.base === current) return this.#updateAfter(prefix, current);
     const result = transitionAll(this.plan!, current, this.inputs, this.context!);
     this.events = result.events;
     this.decisions = result.decisions;
+    this.changed = result.state !== current;
+    return result.state;
+  }
+
+  /** {@link #update} from the result of `prefix`, which was applied to `current`. */
+  #updateAfter(prefix: AppliedPrefix, current: OrchestrationState): OrchestrationState {
+    const rest = this.inputs.length === prefix.count ? NO_INPUTS : this.inputs.slice(prefix.count);
+    const result = transitionAll(this.plan!, prefix.state, rest, this.context!);
+    this.events =
+      result.events.length === 0
+        ? prefix.events
+        : prefix.events.length === 0
+          ? result.events
+          : [...prefix.events, ...result.events];
+    this.decisions = prefix.decisions.concat(result.decisions);
     this.changed = result.state !== current;
     return result.state;
   }

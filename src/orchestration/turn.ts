@@ -17,8 +17,10 @@
  * slow tool or a slow model step never loses its place; only a process that died stops renewing,
  * and then the lease ends and the call is released: the record of a call that ran can be lost
  * that way, but a call that was not allowed can never run. A call whose reservation ended before
- * its completion was written is reported (`onError`, a {@link LeaseLostError}), never dropped
- * silently.
+ * its completion took effect is reported (`onError`, a {@link LeaseLostError}), never dropped
+ * silently. A completion takes effect when it is written, or, when the turn applied it earlier
+ * to decide a model step and nothing was written to the session in between, when the turn
+ * applied it: the store then starts from the turn's result instead of applying the buffer again.
  */
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
@@ -36,8 +38,8 @@ import {
   transition,
   transitionAll,
 } from '../core/transition.js';
-import type { AppliedInputs, OrchestrationManager } from './orchestration-manager.js';
-import { applyNow, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
+import type { AppliedInputs, AppliedPrefix, OrchestrationManager } from './orchestration-manager.js';
+import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -189,27 +191,38 @@ export class Turn {
   }
 
   /**
-   * The last local state: `stored` with the first `applied` inputs of `buffer` applied. The
-   * buffer only grows until a write replaces it, so the next local state applies only what was
-   * buffered since (a model step, an approval and the next step read it in turn).
+   * The last local state: `stored` (`base`) with the first `count` inputs of `buffer` applied,
+   * with their events and decisions. The buffer only grows until a write replaces it, so the
+   * next local state applies only what was buffered since (a model step, an approval and the
+   * next step read it in turn). The next write hands it to the store (see {@link AppliedPrefix}),
+   * which starts from it when nothing was written to the session since: what the turn buffered
+   * is then applied once, not once here and again in the store.
    */
-  #memo:
-    | { stored: OrchestrationState; buffer: TransitionInput[]; applied: number; state: OrchestrationState }
-    | undefined;
+  #memo: (AppliedPrefix & { readonly buffer: TransitionInput[]; readonly reusable: boolean }) | undefined;
 
   /** `stored` with the buffer applied, from the memo when it is of the same stored state and buffer. */
   #local(stored: OrchestrationState, context: TransitionContext): OrchestrationState {
     const buffer = this.#buffer;
     const memo = this.#memo;
-    let state: OrchestrationState;
-    if (memo !== undefined && memo.stored === stored && memo.buffer === buffer && memo.applied <= buffer.length) {
-      if (memo.applied === buffer.length) return memo.state;
-      state = transitionAll(this.#plan, memo.state, buffer.slice(memo.applied), context).state;
-    } else {
-      state = buffer.length === 0 ? stored : transitionAll(this.#plan, stored, buffer, context).state;
+    if (memo !== undefined && memo.base === stored && memo.buffer === buffer && memo.count <= buffer.length) {
+      if (memo.count === buffer.length) return memo.state;
+      const more = transitionAll(this.#plan, memo.state, buffer.slice(memo.count), context);
+      this.#memo = {
+        base: stored,
+        buffer,
+        count: buffer.length,
+        state: more.state,
+        events: more.events.length === 0 ? memo.events : [...memo.events, ...more.events],
+        decisions: memo.decisions.concat(more.decisions),
+        context,
+        // Reused by the store only when the parts were applied in time order, on one message.
+        reusable: memo.reusable && contextFollows(memo.context, context),
+      };
+      return more.state;
     }
-    this.#memo = { stored, buffer, applied: buffer.length, state };
-    return state;
+    const all = transitionAll(this.#plan, stored, buffer, context);
+    this.#memo = { base: stored, buffer, count: buffer.length, ...all, context, reusable: true };
+    return all.state;
   }
 
   /**
@@ -262,8 +275,18 @@ export class Turn {
     this.#stored = known;
     this.#buffer.push(message);
     // The step that follows reads this state again: kept, when the message is all the buffer holds.
-    if (this.#buffer.length === 1)
-      this.#memo = { stored: known, buffer: this.#buffer, applied: 1, state: result.state };
+    if (this.#buffer.length === 1) {
+      this.#memo = {
+        base: known,
+        buffer: this.#buffer,
+        count: 1,
+        state: result.state,
+        events: result.events,
+        decisions: [result.decision],
+        context: this.#context(),
+        reusable: true,
+      };
+    }
     return result.state;
   }
 
@@ -511,6 +534,10 @@ export class Turn {
       this.#buffer = [...buffered, ...this.#buffer];
       throw error;
     };
+    // What the turn already applied of the buffer, for the store to start from (see #memo).
+    const memo = this.#memo;
+    const prefix =
+      memo?.reusable && memo.buffer === buffered && memo.count > 0 && memo.base === this.#stored ? memo : undefined;
     let applied: AppliedInputs | Promise<AppliedInputs>;
     try {
       applied = applyNow(
@@ -520,6 +547,7 @@ export class Turn {
         this.#sessionId,
         batch,
         this.#ruleContext,
+        prefix,
       );
     } catch (error) {
       return keep(error);
