@@ -91,6 +91,33 @@ export function compileRegex(source: string, flags = 'i'): RE2JS {
   return RE2JS.compile(source, bits);
 }
 
+/**
+ * The alternatives of a regex that is only plain text joined by `|` (ASCII letters, digits,
+ * spaces and punctuation that means itself in RE2), lower-cased when `caseless`; undefined for
+ * any other regex. Such a regex matches exactly when the text contains one of them.
+ */
+export function literalAlternatives(source: string, caseless: boolean): readonly string[] | undefined {
+  if (!/^[A-Za-z0-9 ,'"!#%&:;<=>@_~/`|-]*$/.test(source)) return undefined;
+  return source.split('|').map((word) => (caseless ? word.toLowerCase() : word));
+}
+
+/**
+ * `text` lower-cased as RE2's case-insensitive matching compares it with ASCII: `toLowerCase`,
+ * except that the long s (U+017F) folds to `s`, as in RE2, and the dotted capital I (U+0130),
+ * which `toLowerCase` turns into `i` and a combining dot but RE2 does not fold to `i`, matches no
+ * ASCII letter. (The Kelvin sign, U+212A, becomes `k` in both.)
+ */
+export function foldAscii(text: string): string {
+  let lower = (text.includes('\u0130') ? text.replaceAll('\u0130', '\ufffd') : text).toLowerCase();
+  if (lower.includes('\u017f')) lower = lower.replaceAll('\u017f', 's');
+  return lower;
+}
+
+function containsAny(text: string, words: readonly string[]): boolean {
+  for (const word of words) if (text.includes(word)) return true;
+  return false;
+}
+
 const builtins: ConditionDefinition[] = [
   {
     type: 'tool_used',
@@ -146,7 +173,15 @@ const builtins: ConditionDefinition[] = [
       }
     },
     compile: (c) => {
-      const regex = compileRegex(c.value ?? '', c.flags ?? 'i');
+      const flags = c.flags ?? 'i';
+      const regex = compileRegex(c.value ?? '', flags);
+      // Most intent patterns are words joined by `|`: those are searched for as text, which
+      // gives RE2's answer (a property test compares the two) at a tenth of its cost on a long message.
+      const words = literalAlternatives(c.value ?? '', flags.includes('i'));
+      const test =
+        words === undefined
+          ? (text: string) => regex.test(text)
+          : (text: string) => containsAny(flags.includes('i') ? foldAscii(text) : text, words);
       // Selection runs several times per turn on the same message: remember each answer.
       const memo = new WeakMap<MessageInfo, boolean>();
       return (ctx) => {
@@ -154,7 +189,7 @@ const builtins: ConditionDefinition[] = [
         if (message === undefined) return false;
         let hit = memo.get(message);
         if (hit === undefined) {
-          hit = regex.test(message.text);
+          hit = test(message.text);
           memo.set(message, hit);
         }
         return hit;
