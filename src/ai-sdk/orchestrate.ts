@@ -58,7 +58,7 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { endNow, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
+import { endNow, readAhead, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -300,6 +300,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     context: options.context,
     turnId: options.turnId,
   });
+  // A session this process does not know is read now, while the AI SDK sets up its loop.
+  readAhead(turn);
   const plan = turn.plan;
   const failures: unknown[] = [];
   const fail = (error: unknown) => {

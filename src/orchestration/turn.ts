@@ -111,6 +111,15 @@ export let requestNow: (
   call?: CallInput,
 ) => ToolDecision | Promise<ToolDecision>;
 
+/**
+ * Starts reading the session at once when the turn's first model step would read it (a session
+ * this process does not know): the read travels while the model loop sets itself up (about 100-
+ * 200 µs of the AI SDK's own work before its first `prepareStep`), and the step decides on it.
+ * The same read, earlier; nothing is read that the turn would not read anyway. Internal, for
+ * orchestrate().
+ */
+export let readAhead: (turn: Turn) => void;
+
 /** {@link Turn.end}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
 export let endNow: (
   turn: Turn,
@@ -147,6 +156,8 @@ export class Turn {
   #renewal: (() => void) | undefined;
   #renewalRegistered = false;
   #renewing: Promise<void> | undefined;
+  /** The session as read ahead of the first model step (see {@link readAhead}), until used. */
+  #ahead: Promise<OrchestrationState | null> | undefined;
 
   constructor(options: TurnOptions) {
     this.#manager = options.manager;
@@ -238,6 +249,11 @@ export class Turn {
     // (the MCP gateway's tools/list and the session routes read it from the store).
     const local = this.#beginLocally(false);
     if (local !== undefined) return local;
+    // Read ahead (an approved call resumed before any model step): a session that exists
+    // begins on what was read, as one this process knows; an absent one is claimed below.
+    const ahead = this.#takeAhead();
+    const read = ahead === undefined ? null : await ahead;
+    if (read !== null) return this.#beginOn(read);
     const { state, decisions } = await this.#write([this.#userMessage()]);
     throwIfRefused(decisions[0], this.#sessionId);
     return state;
@@ -313,13 +329,10 @@ export class Turn {
       // keeps no copies): read it, which commits nothing, and decide on what was read. Writing
       // the message here instead would cost a commit (a disk flush on PostgreSQL) that the
       // first tool request makes anyway.
-      return this.#manager
-        .getStateManager()
-        .getState(this.#sessionId)
-        .then((read) => {
-          this.#beginOn(read);
-          return this.#stepStarted(stepNumber);
-        });
+      return (this.#takeAhead() ?? this.#manager.getStateManager().getState(this.#sessionId)).then((read) => {
+        this.#beginOn(read);
+        return this.#stepStarted(stepNumber);
+      });
     }
     if (!this.#begun || this.#stored === undefined) {
       this.#begun = true;
@@ -453,11 +466,30 @@ export class Turn {
     });
   }
 
+  /** Starts the read of {@link readAhead} when the first model step would make it. */
+  #readAhead(): void {
+    if (this.#begun || this.#stored !== undefined || this.#fresh || this.#plan.hasBudgets || this.#ahead) return;
+    const states = this.#manager.getStateManager();
+    // What #beginLocally would know without a round trip.
+    if (states.answering && states.peek(this.#sessionId) !== undefined) return;
+    const read = states.getState(this.#sessionId);
+    read.catch(() => undefined); // a failure is the first step's to report, if one comes
+    this.#ahead = read;
+  }
+
+  /** The read started ahead, once (a later read must go to the store again). */
+  #takeAhead(): Promise<OrchestrationState | null> | undefined {
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    return ahead;
+  }
+
   static {
     // For orchestrate() only (not exported by the package): see stepStartedNow and requestNow.
     stepStartedNow = (turn, stepNumber) => turn.#stepStarted(stepNumber);
     requestNow = (turn, tool, toolCallId, offered, call = {}) => turn.#request(tool, toolCallId, offered, call);
     endNow = (turn, options = {}) => turn.#end(options);
+    readAhead = (turn) => turn.#readAhead();
   }
 
   /**
