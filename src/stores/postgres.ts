@@ -675,6 +675,9 @@ function readState(value: unknown, table: string): OrchestrationState {
  * encoded as U+FFFD (two ids, one row), so both are refused rather than silently merged.
  */
 function sessionKey(sessionId: string): Buffer {
+  // A turn runs 4-6 statements on one session: its key is hashed once.
+  const known = recentKeys.get(sessionId);
+  if (known !== undefined) return known;
   assertSessionId(sessionId);
   if (sessionId.includes('\0')) {
     throw new InvalidArgumentError('sessionId', 'the postgres store cannot keep the NUL character (\\u0000)');
@@ -682,8 +685,15 @@ function sessionKey(sessionId: string): Buffer {
   if (/\p{Cs}/u.test(sessionId)) {
     throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
   }
-  return hash('sha256', sessionId, 'buffer');
+  const key = hash('sha256', sessionId, 'buffer');
+  if (recentKeys.size >= RECENT_KEYS) recentKeys.delete(recentKeys.keys().next().value as string);
+  recentKeys.set(sessionId, key);
+  return key;
 }
+
+/** The keys of the sessions used last (checked and hashed), oldest first; pg never writes to a parameter. */
+const recentKeys = new Map<string, Buffer>();
+const RECENT_KEYS = 1024;
 
 /** A 64-bit advisory lock key for `name`, as the decimal string PostgreSQL parses. */
 function advisoryKey(name: string): string {
