@@ -107,20 +107,7 @@ describe('a turn writes what it buffered without applying it twice', () => {
   });
 
   it('applies the buffer again to a session another writer changed since', async () => {
-    const clock = createFakeClock(1_000_000);
-    const errors: unknown[] = [];
-    const manager = createOrchestrationManager({ clock: clock.now });
-    const turn = new Turn({
-      manager,
-      config: plain,
-      sessionId: 'r',
-      agentTools,
-      messages,
-      onError: (e) => errors.push(e),
-    });
-    const { decision } = await turn.stepStarted(0);
-    expect((await turn.request('a', 'call-0', decision.allowedTools)).allowed).toBe(true);
-    turn.completed('call-0');
+    const { manager, turn, errors } = await completedFirstCall('r');
     // The next model step applies the completion locally: 'b' comes next.
     expect((await turn.stepStarted(1)).decision.allowedTools).toEqual(['b']);
     // Meanwhile the session is reset: the reservation of call-0 is gone.
@@ -135,20 +122,7 @@ describe('a turn writes what it buffered without applying it twice', () => {
     // The turn applied the completion (for its next model step) while the lease held; the write
     // comes after the lease's end, and nothing was written to the session in between: the
     // completion took effect when the turn applied it, as a write at that time would have.
-    const clock = createFakeClock(1_000_000);
-    const errors: unknown[] = [];
-    const manager = createOrchestrationManager({ clock: clock.now, leaseMs: 10 });
-    const turn = new Turn({
-      manager,
-      config: plain,
-      sessionId: 'l',
-      agentTools,
-      messages,
-      onError: (e) => errors.push(e),
-    });
-    const { decision } = await turn.stepStarted(0);
-    expect((await turn.request('a', 'call-0', decision.allowedTools)).allowed).toBe(true);
-    turn.completed('call-0');
+    const { clock, manager, turn, errors } = await completedFirstCall('l', 10);
     clock.advance(5);
     expect((await turn.stepStarted(1)).decision.allowedTools).toEqual(['b']);
     clock.advance(10);
@@ -158,20 +132,7 @@ describe('a turn writes what it buffered without applying it twice', () => {
   });
 
   it('a completion applied after its lease ended is reported and not recorded', async () => {
-    const clock = createFakeClock(1_000_000);
-    const errors: unknown[] = [];
-    const manager = createOrchestrationManager({ clock: clock.now, leaseMs: 10 });
-    const turn = new Turn({
-      manager,
-      config: plain,
-      sessionId: 'k',
-      agentTools,
-      messages,
-      onError: (e) => errors.push(e),
-    });
-    const { decision } = await turn.stepStarted(0);
-    expect((await turn.request('a', 'call-0', decision.allowedTools)).allowed).toBe(true);
-    turn.completed('call-0');
+    const { clock, manager, turn, errors } = await completedFirstCall('k', 10);
     clock.advance(15);
     // Applied for the next model step after the lease's end: the call is released, 'a' is due again.
     expect((await turn.stepStarted(1)).decision.allowedTools).toEqual(['a']);
@@ -180,3 +141,15 @@ describe('a turn writes what it buffered without applying it twice', () => {
     expect((await manager.getStateManager().getState('k'))?.recentlyUsedTools).toEqual([]);
   });
 });
+
+/** A turn on a fake clock whose first model step called 'a', which completed (buffered, not written). */
+async function completedFirstCall(sessionId: string, leaseMs?: number) {
+  const clock = createFakeClock(1_000_000);
+  const errors: unknown[] = [];
+  const manager = createOrchestrationManager({ clock: clock.now, ...(leaseMs ? { leaseMs } : {}) });
+  const turn = new Turn({ manager, config: plain, sessionId, agentTools, messages, onError: (e) => errors.push(e) });
+  const { decision } = await turn.stepStarted(0);
+  expect((await turn.request('a', 'call-0', decision.allowedTools)).allowed).toBe(true);
+  turn.completed('call-0');
+  return { clock, manager, turn, errors };
+}
