@@ -152,3 +152,12 @@ export type OrchestrationEventType = OrchestrationEvent['type'];
 
 /** Shared empty list, so that the common case allocates nothing. */
 export const NO_EVENTS: readonly OrchestrationEvent[] = Object.freeze([]);
+
+/** `first` then `then`, as one list: either one as it is when the other is empty (most are). */
+export function joinEvents(
+  first: readonly OrchestrationEvent[],
+  then: readonly OrchestrationEvent[],
+): readonly OrchestrationEvent[] {
+  if (then.length === 0) return first;
+  return first.length === 0 ? then : [...first, ...then];
+}

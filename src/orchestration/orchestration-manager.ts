@@ -11,7 +11,7 @@ import {
 import type { ConditionRegistry, MessageInfo } from '../core/conditions.js';
 import { activeStepOf, type StepView, type TokenUsageInput } from '../core/engine.js';
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
-import { NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
+import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
@@ -686,12 +686,7 @@ class PendingApply {
   #updateAfter(prefix: AppliedPrefix, current: OrchestrationState): OrchestrationState {
     const rest = this.inputs.length === prefix.count ? NO_INPUTS : this.inputs.slice(prefix.count);
     const result = transitionAll(this.plan!, prefix.state, rest, this.context!);
-    this.events =
-      result.events.length === 0
-        ? prefix.events
-        : prefix.events.length === 0
-          ? result.events
-          : [...prefix.events, ...result.events];
+    this.events = joinEvents(prefix.events, result.events);
     this.decisions = prefix.decisions.concat(result.decisions);
     this.changed = result.state !== current;
     return result.state;

@@ -1,7 +1,7 @@
 /**
  * A turn applies what it buffered (completions, usage) to decide its next model step, and its
  * next write hands that result to the store, which starts from it when nothing was written
- * since and the time is the same. These tests check the result is the one applying everything
+ * since, at the same time or later. These tests check the result is the one applying everything
  * again gives, that the work is really done once, and that a session another writer changed in
  * between is never decided on the turn's stale copy.
  */

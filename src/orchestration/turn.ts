@@ -25,7 +25,7 @@
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { LeaseLostError } from '../core/errors.js';
-import type { OrchestrationEvent } from '../core/events.js';
+import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import { createState, type OrchestrationState } from '../core/state.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
@@ -34,6 +34,7 @@ import {
   type StepDecision,
   type ToolDecision,
   type TransitionContext,
+  type TransitionDecision,
   type TransitionInput,
   transition,
   transitionAll,
@@ -223,7 +224,7 @@ export class Turn {
         buffer,
         count: buffer.length,
         state: more.state,
-        events: more.events.length === 0 ? memo.events : [...memo.events, ...more.events],
+        events: joinEvents(memo.events, more.events),
         decisions: memo.decisions.concat(more.decisions),
         context,
         // Reused by the store only when the parts were applied in time order, on one message.
@@ -231,7 +232,11 @@ export class Turn {
       };
       return more.state;
     }
-    const all = transitionAll(this.#plan, stored, buffer, context);
+    // Nothing buffered (a step right after a write): nothing to apply, nothing to allocate.
+    const all =
+      buffer.length === 0
+        ? { state: stored, events: NO_EVENTS, decisions: NO_DECISIONS }
+        : transitionAll(this.#plan, stored, buffer, context);
     this.#memo = { base: stored, buffer, count: buffer.length, ...all, context, reusable: true };
     return all.state;
   }
@@ -675,6 +680,7 @@ export class Turn {
 }
 
 const USER_MESSAGE: TransitionInput = Object.freeze({ type: 'user-message' });
+const NO_DECISIONS: readonly (TransitionDecision | undefined)[] = Object.freeze([]);
 
 /**
  * The lease renewals of one manager's turns, run by one timer: every quarter of the lease, each
