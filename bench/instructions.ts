@@ -311,3 +311,18 @@ if (breakdowns.length > 0) {
     }
   }
 }
+
+// Which functions make the difference: with two variants of one build, every function's count in
+// the second minus the first (builtins, runtime and collector included), largest first.
+const ofHere = breakdowns.filter((b) => b.label === builds[0]!.label);
+if (ofHere.length === 2) {
+  const [first, second] = ofHere as [(typeof breakdowns)[number], (typeof breakdowns)[number]];
+  const names = new Set([...first.functions.keys(), ...second.functions.keys()]);
+  const deltas = [...names]
+    .map((name) => [name, (second.functions.get(name) ?? 0) - (first.functions.get(name) ?? 0)] as const)
+    .sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+  console.log(`\nFunctions whose count differs most per turn, ${second.variant} - ${first.variant}:`);
+  for (const [name, n] of deltas.slice(0, 40)) {
+    console.log(`  ${fmt(n).padStart(9)}  ${partOf(name).padEnd(17)} ${name.slice(0, 110)}`);
+  }
+}
