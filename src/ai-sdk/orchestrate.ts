@@ -738,7 +738,13 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (pending.size > 0) await idle();
     // A step without tool calls ends the turn: write what waits, with the turn's end. Otherwise
     // it rides on the next step's first tool request (or on onEnd / settled()).
-    if (step.toolCalls.length === 0) await end();
+    if (step.toolCalls.length === 0) {
+      const ended = end();
+      // The app's onStepEnd sees the end stored. Without one, the write travels while the AI
+      // SDK wraps up the call (about 100 µs of its own work before onEnd); onEnd waits for it,
+      // and the AI SDK ends the response only after onEnd, so nobody sees the turn over before.
+      if (options.onStepEnd !== undefined) await ended;
+    }
     if (options.onStepEnd !== undefined) await options.onStepEnd(step);
   };
 
