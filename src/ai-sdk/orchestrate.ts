@@ -58,7 +58,7 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { endNow, readAhead, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
+import { endNow, readAhead, releaseEvents, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -362,6 +362,18 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const approvalSeen = new Set<string>();
   /** True when a call of the latest step waits for a person's approval (the turn stops there). */
   let awaitingApproval = false;
+  /** Calls of the latest model step the approval hook let through (see `reserveEarly`). */
+  let approvedInStep = 0;
+  /**
+   * Reservations the approval hook started, by call id, with their decision once it came. The
+   * first call a model step runs is reserved as soon as it is approved, so the write travels
+   * while the AI SDK gets to `execute` (about 60 µs of its own work); `execute` takes it instead
+   * of writing. One `execute` never takes (the call was aborted before it ran) is released with
+   * the turn's end. Under a durable engine (`turnId`) `execute` reserves every call: a replay
+   * gets back the decisions its dead run wrote, so which ones were written before it died must
+   * not move.
+   */
+  const reserving = new Map<string, EarlyReservation>();
   let incomplete: SequenceIncomplete | undefined;
   let ending: Promise<void> | undefined;
 
@@ -424,7 +436,50 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       context(),
     );
   };
+  /**
+   * Reserves the step's first approved call now: the very request `execute` would make, with
+   * the same step's offer, input and buffered writes. Later calls of the step are reserved by
+   * `execute`, one after another, each on the state the previous one left.
+   */
+  const reserveEarly = (tool: string, toolCallId: string, input: unknown) => {
+    let request: ToolDecision | Promise<ToolDecision>;
+    try {
+      request = requestNow(
+        turn,
+        tool,
+        toolCallId,
+        offered,
+        plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: false } : {},
+        // Its events wait for `execute`: they belong on the AI SDK's span of the tool call.
+        true,
+      );
+    } catch (error) {
+      // `execute` meets the same failure as if it had made the request itself.
+      request = Promise.reject(error);
+    }
+    const early: EarlyReservation = { request };
+    reserving.set(toolCallId, early);
+    if (request instanceof Promise) {
+      // Settled before it leaves `pending`, so the turn's end knows whether to release it.
+      request.then(
+        (decision) => {
+          early.decision = decision;
+        },
+        () => undefined, // `execute` reports it; a call that never runs has nothing to report
+      );
+      track(request).catch(() => undefined);
+    } else early.decision = request;
+  };
+  /** Releases what `reserveEarly` reserved for a call `execute` never ran (an aborted call). */
+  const releaseUntaken = () => {
+    for (const [toolCallId, early] of reserving) {
+      releaseEvents(turn, toolCallId);
+      if (early.decision?.allowed) turn.failed(toolCallId);
+    }
+    reserving.clear();
+  };
   const project = (tool: string, toolCallId: string) => {
+    approvedInStep++;
     const calls: TransitionInput[] = [
       { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
       { type: 'tool-completed', toolCallId },
@@ -473,6 +528,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   const end = (): Promise<void> => {
     if (ending !== undefined) return ending;
     const finish = (): void | Promise<void> => {
+      releaseUntaken();
       const events = endNow(turn, { awaitingApproval });
       if (events instanceof Promise) return events.then(noteEnd);
       noteEnd(events);
@@ -533,17 +589,27 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
             // counts is whether it is allowed now.
-            // On a synchronous store, without a promise.
-            const requested = requestNow(
-              turn,
-              name,
-              toolCallId,
-              resumed ? undefined : offered,
-              // A resumed call ran through the AI SDK's approval: an approve rule checks that
-              // Baton asked for it, for this input, in this state.
-              plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
-            );
-            decision = requested instanceof Promise ? await requested : requested;
+            // On a synchronous store, without a promise. The step's first call was reserved
+            // when it was approved (`reserveEarly`).
+            const early = reserving.get(toolCallId);
+            reserving.delete(toolCallId);
+            const requested =
+              early?.request ??
+              requestNow(
+                turn,
+                name,
+                toolCallId,
+                resumed ? undefined : offered,
+                // A resumed call ran through the AI SDK's approval: an approve rule checks that
+                // Baton asked for it, for this input, in this state.
+                plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
+              );
+            try {
+              decision = requested instanceof Promise ? await requested : requested;
+            } finally {
+              // An early reservation's events, here in the context that runs the call.
+              if (early !== undefined) releaseEvents(turn, toolCallId);
+            }
           } catch (error) {
             fail(error);
             throw error; // not run: the model is told it failed, which is true
@@ -637,8 +703,14 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // The next call of the step is decided as if this one ran (it runs before the next
     // approval's call, or waits for a person who approves it): a person is never asked to
     // approve a call that could only run if an earlier one of the step were refused.
+    const first = approvedInStep === 0;
     project(name, id);
-    if (status.type === 'user-approval' && !resumed) awaitingApproval = true;
+    if (status.type === 'user-approval') {
+      if (!resumed) awaitingApproval = true;
+    } else if (first && !resumed && options.turnId === undefined && ending === undefined) {
+      // Not once the turn is ending: its end releases what execute did not take.
+      reserveEarly(name, id, toolCall.input);
+    }
     return status;
   };
 
@@ -651,6 +723,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (options.turnId !== undefined && turn.dirty) await flush();
     prepared++;
     awaitingApproval = false;
+    approvedInStep = 0;
     // Steps whose onStepEnd never came (the app replaced it): their usage still counts.
     let missed = false;
     for (const s of step.steps) {
@@ -817,6 +890,12 @@ function isResumedCall(messages: readonly ModelMessage[], toolCallId: string): b
     for (const part of message.content) if (part.type === 'tool-call' && part.toolCallId === toolCallId) return true;
   }
   return false;
+}
+
+/** A reservation the approval hook started for `execute` to take, and its decision once known. */
+interface EarlyReservation {
+  readonly request: ToolDecision | Promise<ToolDecision>;
+  decision?: ToolDecision;
 }
 
 type NormalizedApprovalStatus = Exclude<ToolApprovalStatus, string | undefined>;

@@ -1,8 +1,12 @@
 /**
- * Store writes that travel while the AI SDK does its own work, on a store with round trips:
- * the turn's end is written while the AI SDK wraps up the call, and nobody sees the turn over
- * (the response ending, the app's `onStepEnd` and `onEnd`) before it is stored.
+ * Store writes that travel while the AI SDK does its own work, on a store with round trips.
+ * The first call a model step runs is reserved when it is approved, before the AI SDK gets to
+ * `execute`: still the one write per call, still decided by the store, and released when the
+ * call never runs. The turn's end is written while the AI SDK wraps up the call, and nobody
+ * sees the turn over (the response ending, the app's `onStepEnd` and `onEnd`) before it is
+ * stored.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { isStepCount, streamText, type ToolSet, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -26,16 +30,35 @@ const script = () =>
   ]);
 const TURN_TOKENS = 45;
 
-function makeTools(): ToolSet {
-  const make = () => tool({ inputSchema: z.object({}), execute: async () => 'ok' });
-  return { a: make(), b: make() };
+function makeTools(log: string[] = []): ToolSet {
+  const make = (name: string) =>
+    tool({
+      inputSchema: z.object({}),
+      execute: async () => {
+        log.push(`${name} ran`);
+        return 'ok';
+      },
+    });
+  return { a: make('a'), b: make('b') };
+}
+
+/** Marks in `log` when the AI SDK calls each guarded tool's `execute` (the tools stay the guarded ones). */
+function markExecute(tools: ToolSet, log: string[]): void {
+  for (const [name, guarded] of Object.entries(tools)) {
+    const execute = guarded.execute;
+    if (execute === undefined) continue;
+    guarded.execute = (input, options) => {
+      log.push(`execute ${name}`);
+      return execute(input, options);
+    };
+  }
 }
 
 /**
  * A memory store behind a round trip: no copies this process could peek at, every update
  * taking `delayMs`, and the update numbered `holdUpdate` (1-based) held until `release()`.
  */
-function remoteLike(options: { delayMs?: number; holdUpdate?: number } = {}) {
+function remoteLike(options: { delayMs?: number; holdUpdate?: number; onUpdate?: (n: number) => void } = {}) {
   const shared = memoryStore();
   const log: string[] = [];
   let updates = 0;
@@ -49,6 +72,7 @@ function remoteLike(options: { delayMs?: number; holdUpdate?: number } = {}) {
     update: async (sessionId, fn) => {
       const n = ++updates;
       log.push(`update ${n} sent`);
+      options.onUpdate?.(n);
       if (options.delayMs) await new Promise((resolve) => setTimeout(resolve, options.delayMs));
       if (n === options.holdUpdate) await released;
       const state = await shared.update(sessionId, fn);
@@ -121,5 +145,128 @@ describe("the turn's end is written while the AI SDK wraps up the call", () => {
     expect((await shared.get('s'))?.cumulativeTokenUsage.totalTokens).toBe(TURN_TOKENS);
     expect(seen).toEqual({ onStepEnd: TURN_TOKENS, onEnd: TURN_TOKENS });
     await orchestration.settled();
+  });
+});
+
+describe('the first call a model step runs is reserved when it is approved', () => {
+  it('sends the reservation before the AI SDK calls execute; later calls of the step are reserved by execute, in order', async () => {
+    const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
+    const { store, shared, log } = remoteLike({ delayMs: 5 });
+    const manager = createOrchestrationManager({ store });
+    const tools = makeTools(log);
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
+    markExecute(orchestration.tools, log);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { toolName: 'a', input: {}, toolCallId: 'a-1' },
+          { toolName: 'b', input: {}, toolCallId: 'b-1' },
+        ],
+      },
+      { text: 'done' },
+    ]);
+    const result = streamText({ model, messages, stopWhen: isStepCount(5), ...orchestration });
+    await result.consumeStream();
+    await orchestration.settled();
+    // a's reservation (with the message) left before execute; b's waited for a's run, as ever.
+    expect(log.slice(0, 7)).toEqual([
+      'update 1 sent',
+      'execute a',
+      'execute b',
+      'update 1 stored',
+      'a ran',
+      'update 2 sent',
+      'update 2 stored',
+    ]);
+    expect(log.slice(7)).toEqual(['b ran', 'update 3 sent', 'update 3 stored']);
+    const stored = await shared.get('s');
+    expect(stored?.recentlyUsedTools).toEqual(['a', 'b']);
+    expect(stored?.pending ?? []).toEqual([]);
+  });
+
+  it("reports the early reservation's events in the context of the call's execute (its telemetry span)", async () => {
+    // The AI SDK runs a tool's execute inside its tool span, as an AsyncLocalStorage context;
+    // a listener (the OpenTelemetry one) puts each event on the span of the context it runs in.
+    const running = new AsyncLocalStorage<string>();
+    const { store, log } = remoteLike({ delayMs: 5 });
+    const manager = createOrchestrationManager({
+      store,
+      onEvent: (event) => {
+        if (event.type === 'tool-reserved') log.push(`reported ${event.toolCallId} in ${running.getStore()}`);
+      },
+    });
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(log), messages });
+    for (const [name, guarded] of Object.entries(orchestration.tools)) {
+      const execute = guarded.execute;
+      if (execute !== undefined) guarded.execute = (input, options) => running.run(name, () => execute(input, options));
+    }
+    const result = streamText({ model: script(), messages, stopWhen: isStepCount(5), ...orchestration });
+    await result.consumeStream();
+    await orchestration.settled();
+    // a was stored before its execute, b from within it: both reported inside their execute.
+    expect(log.filter((line) => line.startsWith('reported'))).toEqual(['reported a-1 in a', 'reported b-1 in b']);
+  });
+
+  it('a call the store refuses is not run, even though the approval let it through', async () => {
+    // Another process runs "a" while this turn's first step is decided on the copy it read.
+    const { store, shared } = remoteLike({
+      onUpdate: (n) => {
+        if (n === 1) void other.processToolUsage(config, messages, 's', 'a');
+      },
+    });
+    const other = createOrchestrationManager({ store: shared });
+    const manager = createOrchestrationManager({ store });
+    const ran: string[] = [];
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(ran), messages });
+    const result = streamText({
+      model: new ScriptedModel([
+        { toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'a-1' }] },
+        { toolCalls: [{ toolName: 'b', input: {}, toolCallId: 'b-1' }] },
+        { text: 'done' },
+      ]),
+      messages,
+      stopWhen: isStepCount(5),
+      ...orchestration,
+    });
+    await result.consumeStream();
+    await orchestration.settled();
+    // The sequence moved on to "b" under the turn: its "a" is refused by the store and never runs.
+    expect(ran).toEqual(['b ran']);
+    const steps = await result.steps;
+    expect(steps[0]?.toolResults).toEqual([]);
+    expect((await shared.get('s'))?.recentlyUsedTools).toEqual(['a', 'b']);
+  });
+
+  it('a reservation execute never takes (the call was aborted before it ran) is released with the turn', async () => {
+    const controller = new AbortController();
+    // The first write is a's reservation, sent from the approval: abort the call there.
+    const { store, shared, log } = remoteLike({
+      delayMs: 5,
+      onUpdate: (n) => {
+        if (n === 1) controller.abort();
+      },
+    });
+    const manager = createOrchestrationManager({ store });
+    const ran: string[] = [];
+    const tools = makeTools(ran);
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
+    markExecute(orchestration.tools, log);
+    const result = streamText({
+      model: new ScriptedModel([{ toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'a-1' }] }, { text: 'done' }]),
+      messages,
+      abortSignal: controller.signal,
+      stopWhen: isStepCount(5),
+      ...orchestration,
+    });
+    // The aborted call may end the stream and settled() with the abort: what matters is what ran.
+    await Promise.allSettled([result.consumeStream()]);
+    await Promise.allSettled([orchestration.settled()]);
+    expect(log).not.toContain('execute a');
+    expect(ran).toEqual([]);
+    const stored = await shared.get('s');
+    // Reserved, then released: nothing pending, nothing recorded as used.
+    expect(stored?.pending ?? []).toEqual([]);
+    expect(stored?.recentlyUsedTools).toEqual([]);
+    expect(stored?.toolCallIds).toContain('a-1');
   });
 });

@@ -88,8 +88,15 @@ export interface AppliedInputs {
  */
 export let applyNow: (
   manager: OrchestrationManager,
-  ...args: [...Parameters<OrchestrationManager['apply']>, prefix?: AppliedPrefix]
+  ...args: [...Parameters<OrchestrationManager['apply']>, prefix?: AppliedPrefix, hold?: boolean]
 ) => AppliedInputs | Promise<AppliedInputs>;
+
+/**
+ * Hands events to the manager's listeners. Internal, for `Turn`: a write made with `hold` (see
+ * {@link applyNow}) returns its events undispatched, and the turn dispatches them when the call
+ * they decided is taken up, in that call's context (its telemetry span).
+ */
+export let dispatchNow: (manager: OrchestrationManager, events: readonly OrchestrationEvent[]) => void;
 
 /**
  * The first `count` inputs of a batch, as the caller already applied them to `base`, the last
@@ -231,6 +238,7 @@ export class OrchestrationManager {
     inputs: readonly TransitionInput[],
     ruleContext?: Readonly<Record<string, unknown>>,
     prefix?: AppliedPrefix,
+    hold = false,
   ): AppliedInputs | Promise<AppliedInputs> {
     const plan = isPlan(config) ? config : this.plan(config);
     const context = this.transitionContext(message, ruleContext);
@@ -242,18 +250,19 @@ export class OrchestrationManager {
     }
     // The memory store updates synchronously: no promise round trips on the hot path.
     const sync = this.#states.modifySync(sessionId, run.update, context.now);
-    if (sync !== undefined) return this.#finish(run, sync);
-    return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state));
+    if (sync !== undefined) return this.#finish(run, sync, hold);
+    return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state, hold));
   }
 
   static {
     // For Turn only (not exported by the package): see applyNow.
     applyNow = (manager, ...args) => manager.#applyNow(...args);
+    dispatchNow = (manager, events) => manager.#dispatch(events);
     takesEvents = (manager) => manager.#listeners.size > 0 || manager.eventLog > 0;
   }
 
-  #finish(run: PendingApply, state: OrchestrationState): AppliedInputs {
-    this.#dispatch(run.events);
+  #finish(run: PendingApply, state: OrchestrationState, hold = false): AppliedInputs {
+    if (!hold) this.#dispatch(run.events);
     return { state, events: run.events, decisions: run.decisions, changed: run.changed };
   }
 

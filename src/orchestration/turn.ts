@@ -40,7 +40,14 @@ import {
   transitionAll,
 } from '../core/transition.js';
 import type { AppliedInputs, AppliedPrefix, OrchestrationManager } from './orchestration-manager.js';
-import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
+import {
+  applyNow,
+  contextFollows,
+  dispatchNow,
+  messageOf,
+  takesEvents,
+  throwIfRefused,
+} from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -103,14 +110,22 @@ export interface TurnStep {
  */
 export let stepStartedNow: (turn: Turn, stepNumber?: number) => TurnStep | Promise<TurnStep>;
 
-/** {@link Turn.request}, answered without a promise on a synchronous store (see {@link stepStartedNow}). */
+/**
+ * {@link Turn.request}, answered without a promise on a synchronous store (see {@link stepStartedNow}).
+ * With `hold`, the write's events wait for {@link releaseEvents} (a call reserved before the
+ * model loop takes it up, whose events belong in the context that runs it).
+ */
 export let requestNow: (
   turn: Turn,
   tool: string,
   toolCallId: string,
   offered?: readonly string[],
   call?: CallInput,
+  hold?: boolean,
 ) => ToolDecision | Promise<ToolDecision>;
+
+/** Dispatches the events a `hold` request of call `toolCallId` kept back (none: nothing happens). */
+export let releaseEvents: (turn: Turn, toolCallId: string) => void;
 
 /**
  * Starts reading the session at once when the turn's first model step would read it (a session
@@ -153,6 +168,8 @@ export class Turn {
   #begun = false;
   /** Calls this turn reserved whose completion or failure is not written yet: their leases are renewed. */
   readonly #held = new Set<string>();
+  /** Events of `hold` requests, by call id, until {@link releaseEvents} dispatches them. */
+  readonly #heldEvents = new Map<string, readonly OrchestrationEvent[]>();
   /** This turn's renewal, run by its manager's {@link LeaseRenewals}; registered while calls are held. */
   #renewal: (() => void) | undefined;
   #renewalRegistered = false;
@@ -437,6 +454,7 @@ export class Turn {
     toolCallId: string,
     offered: readonly string[] | undefined,
     call: CallInput,
+    hold = false,
   ): ToolDecision | Promise<ToolDecision> {
     if (this.#turnId !== undefined && this.#requested.has(toolCallId)) {
       // Within one run of a turn a call id runs once, whatever its replay record says.
@@ -463,7 +481,8 @@ export class Turn {
       ...call,
       ...(this.#turnId !== undefined ? { turnId: this.#turnId } : {}),
     };
-    return then(this.#write([input]), ({ decisions }) => {
+    return then(this.#write([input], hold), ({ decisions, events }) => {
+      if (hold) this.#heldEvents.set(toolCallId, events);
       const decision = decisions.at(-1) as ToolDecision;
       if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
       else if (decision.allowed) this.#hold(toolCallId);
@@ -492,7 +511,14 @@ export class Turn {
   static {
     // For orchestrate() only (not exported by the package): see stepStartedNow and requestNow.
     stepStartedNow = (turn, stepNumber) => turn.#stepStarted(stepNumber);
-    requestNow = (turn, tool, toolCallId, offered, call = {}) => turn.#request(tool, toolCallId, offered, call);
+    requestNow = (turn, tool, toolCallId, offered, call = {}, hold = false) =>
+      turn.#request(tool, toolCallId, offered, call, hold);
+    releaseEvents = (turn, toolCallId) => {
+      const events = turn.#heldEvents.get(toolCallId);
+      if (events === undefined) return;
+      turn.#heldEvents.delete(toolCallId);
+      dispatchNow(turn.#manager, events);
+    };
     endNow = (turn, options = {}) => turn.#end(options);
     readAhead = (turn) => turn.#readAhead();
   }
@@ -562,7 +588,7 @@ export class Turn {
   }
 
   /** Writes the buffer and `inputs` in one update: without a promise when the store is synchronous. */
-  #write(inputs: readonly TransitionInput[]): AppliedInputs | Promise<AppliedInputs> {
+  #write(inputs: readonly TransitionInput[], hold = false): AppliedInputs | Promise<AppliedInputs> {
     const buffered = this.#buffer;
     this.#buffer = [];
     const batch = buffered.length === 0 ? inputs : [...buffered, ...inputs];
@@ -585,6 +611,7 @@ export class Turn {
         batch,
         this.#ruleContext,
         prefix,
+        hold,
       );
     } catch (error) {
       return keep(error);
