@@ -369,11 +369,12 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
    * first call a model step runs is reserved as soon as it is approved, so the write travels
    * while the AI SDK gets to `execute` (about 60 µs of its own work); `execute` takes it instead
    * of writing. One `execute` never takes (the call was aborted before it ran) is released with
-   * the turn's end. Under a durable engine (`turnId`) `execute` reserves every call: a replay
-   * gets back the decisions its dead run wrote, so which ones were written before it died must
-   * not move.
+   * the turn's end. `execute` reserves every call under a durable engine (`turnId`), whose
+   * replays get back the decisions a dead run wrote, so which ones were written before it died
+   * must not move; and on a store that updates without I/O, where there is no wait to hide.
    */
   const reserving = new Map<string, EarlyReservation>();
+  const reservesEarly = options.turnId === undefined && !manager.getStateManager().updatesSynchronously;
   let incomplete: SequenceIncomplete | undefined;
   let ending: Promise<void> | undefined;
 
@@ -707,7 +708,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     project(name, id);
     if (status.type === 'user-approval') {
       if (!resumed) awaitingApproval = true;
-    } else if (first && !resumed && options.turnId === undefined && ending === undefined) {
+    } else if (first && !resumed && reservesEarly && ending === undefined) {
       // Not once the turn is ending: its end releases what execute did not take.
       reserveEarly(name, id, toolCall.input);
     }

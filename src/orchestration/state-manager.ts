@@ -213,6 +213,11 @@ export class OrchestrationStateManager {
     return this.#store?.peek?.(sessionId);
   }
 
+  /** True when the store updates without I/O (the memory store): nothing waits on a round trip. */
+  get updatesSynchronously(): boolean {
+    return this.#store?.updateSync !== undefined;
+  }
+
   /**
    * True when the store's latest operation from this manager succeeded. A turn begins without
    * a round trip only then: a store that is down is found before a model is called.
