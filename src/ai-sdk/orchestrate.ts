@@ -708,7 +708,17 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     project(name, id);
     if (status.type === 'user-approval') {
       if (!resumed) awaitingApproval = true;
-    } else if (first && !resumed && reservesEarly && ending === undefined) {
+    } else if (
+      first &&
+      !resumed &&
+      reservesEarly &&
+      ending === undefined &&
+      // Only a call the AI SDK will run through a guarded execute: not a client-side tool
+      // (no execute) nor one the provider ran itself.
+      tool !== undefined &&
+      guardedTools.has(tool) &&
+      toolCall.providerExecuted !== true
+    ) {
       // Not once the turn is ending: its end releases what execute did not take.
       reserveEarly(name, id, toolCall.input);
     }

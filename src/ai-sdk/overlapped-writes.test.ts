@@ -237,6 +237,26 @@ describe('the first call a model step runs is reserved when it is approved', () 
     expect((await shared.get('s'))?.recentlyUsedTools).toEqual(['a', 'b']);
   });
 
+  it('reserves nothing for a client-side tool, which the AI SDK never runs here', async () => {
+    const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
+    const { store, shared } = remoteLike();
+    const manager = createOrchestrationManager({ store });
+    // "ask" has no execute: the loop stops at it and the client answers.
+    const tools: ToolSet = { ...makeTools(), ask: tool({ inputSchema: z.object({}) }) };
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
+    const result = streamText({
+      model: new ScriptedModel([{ toolCalls: [{ toolName: 'ask', input: {}, toolCallId: 'ask-1' }] }]),
+      messages,
+      stopWhen: isStepCount(5),
+      ...orchestration,
+    });
+    await result.consumeStream();
+    await orchestration.settled();
+    const stored = await shared.get('s');
+    expect(stored?.toolCallIds ?? []).not.toContain('ask-1');
+    expect(stored?.pending ?? []).toEqual([]);
+  });
+
   it('a reservation execute never takes (the call was aborted before it ran) is released with the turn', async () => {
     const controller = new AbortController();
     // The first write is a's reservation, sent from the approval: abort the call there.
