@@ -92,13 +92,6 @@ export let applyNow: (
 ) => AppliedInputs | Promise<AppliedInputs>;
 
 /**
- * Hands events to the manager's listeners. Internal, for `Turn`: a write made with `hold` (see
- * {@link applyNow}) returns its events undispatched, and the turn dispatches them when the call
- * they decided is taken up, in that call's context (its telemetry span).
- */
-export let dispatchNow: (manager: OrchestrationManager, events: readonly OrchestrationEvent[]) => void;
-
-/**
  * The first `count` inputs of a batch, as the caller already applied them to `base`, the last
  * of them with `context`. Internal, for `Turn`: a turn applies what it buffered (completions,
  * usage) to decide its next model step, then writes the same inputs with its next call. When the
@@ -238,6 +231,7 @@ export class OrchestrationManager {
     inputs: readonly TransitionInput[],
     ruleContext?: Readonly<Record<string, unknown>>,
     prefix?: AppliedPrefix,
+    // The events stay undispatched (the caller emits them later, in another context).
     hold = false,
   ): AppliedInputs | Promise<AppliedInputs> {
     const plan = isPlan(config) ? config : this.plan(config);
@@ -257,7 +251,6 @@ export class OrchestrationManager {
   static {
     // For Turn only (not exported by the package): see applyNow.
     applyNow = (manager, ...args) => manager.#applyNow(...args);
-    dispatchNow = (manager, events) => manager.#dispatch(events);
     takesEvents = (manager) => manager.#listeners.size > 0 || manager.eventLog > 0;
   }
 

@@ -40,14 +40,7 @@ import {
   transitionAll,
 } from '../core/transition.js';
 import type { AppliedInputs, AppliedPrefix, OrchestrationManager } from './orchestration-manager.js';
-import {
-  applyNow,
-  contextFollows,
-  dispatchNow,
-  messageOf,
-  takesEvents,
-  throwIfRefused,
-} from './orchestration-manager.js';
+import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -517,7 +510,7 @@ export class Turn {
       const events = turn.#heldEvents.get(toolCallId);
       if (events === undefined) return;
       turn.#heldEvents.delete(toolCallId);
-      dispatchNow(turn.#manager, events);
+      for (const event of events) turn.#manager.emit(event);
     };
     endNow = (turn, options = {}) => turn.#end(options);
     readAhead = (turn) => turn.#readAhead();
