@@ -42,23 +42,33 @@ function makeTools(log: string[] = []): ToolSet {
   return { a: make('a'), b: make('b') };
 }
 
-/** Marks in `log` when the AI SDK calls each guarded tool's `execute` (the tools stay the guarded ones). */
-function markExecute(tools: ToolSet, log: string[]): void {
+/**
+ * Wraps each guarded tool's `execute` in place (the tools stay the guarded ones): `around` gets
+ * the tool's name and a function that runs the guarded `execute`.
+ */
+function aroundExecute(tools: ToolSet, around: (name: string, run: () => unknown) => unknown): void {
   for (const [name, guarded] of Object.entries(tools)) {
     const execute = guarded.execute;
     if (execute === undefined) continue;
-    guarded.execute = (input, options) => {
-      log.push(`execute ${name}`);
-      return execute(input, options);
-    };
+    guarded.execute = (input, options) => around(name, () => execute(input, options)) as never;
   }
+}
+
+/** Marks in `log` when the AI SDK calls each guarded tool's `execute`. */
+function markExecute(tools: ToolSet, log: string[]): void {
+  aroundExecute(tools, (name, run) => {
+    log.push(`execute ${name}`);
+    return run();
+  });
 }
 
 /**
  * A memory store behind a round trip: no copies this process could peek at, every update
  * taking `delayMs`, and the update numbered `holdUpdate` (1-based) held until `release()`.
  */
-function remoteLike(options: { delayMs?: number; holdUpdate?: number; onUpdate?: (n: number) => void } = {}) {
+function remoteLike(
+  options: { delayMs?: number; holdUpdate?: number; failUpdate?: number; onUpdate?: (n: number) => void } = {},
+) {
   const shared = memoryStore();
   const log: string[] = [];
   let updates = 0;
@@ -75,6 +85,7 @@ function remoteLike(options: { delayMs?: number; holdUpdate?: number; onUpdate?:
       options.onUpdate?.(n);
       if (options.delayMs) await new Promise((resolve) => setTimeout(resolve, options.delayMs));
       if (n === options.holdUpdate) await released;
+      if (n === options.failUpdate) throw new Error('the store went away');
       const state = await shared.update(sessionId, fn);
       log.push(`update ${n} stored`);
       return state;
@@ -196,10 +207,7 @@ describe('the first call a model step runs is reserved when it is approved', () 
       },
     });
     const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(log), messages });
-    for (const [name, guarded] of Object.entries(orchestration.tools)) {
-      const execute = guarded.execute;
-      if (execute !== undefined) guarded.execute = (input, options) => running.run(name, () => execute(input, options));
-    }
+    aroundExecute(orchestration.tools, (name, run) => running.run(name, run));
     const result = streamText({ model: script(), messages, stopWhen: isStepCount(5), ...orchestration });
     await result.consumeStream();
     await orchestration.settled();
@@ -235,6 +243,63 @@ describe('the first call a model step runs is reserved when it is approved', () 
     const steps = await result.steps;
     expect(steps[0]?.toolResults).toEqual([]);
     expect((await shared.get('s'))?.recentlyUsedTools).toEqual(['a', 'b']);
+  });
+
+  it('a failed early reservation runs nothing, is reported by settled(), and is never an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // The first write is a's reservation, sent from the approval hook.
+      const { store } = remoteLike({ failUpdate: 1 });
+      const manager = createOrchestrationManager({ store });
+      const ran: string[] = [];
+      const orchestration = orchestrate({
+        manager,
+        config,
+        sessionId: 's',
+        tools: makeTools(ran),
+        messages,
+        onError: () => undefined,
+      });
+      const result = streamText({ model: script(), messages, stopWhen: isStepCount(5), ...orchestration });
+      await Promise.allSettled([result.consumeStream()]);
+      await expect(orchestration.settled()).rejects.toThrow('the store went away');
+      expect(ran).not.toContain('a ran');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('a call id the model repeats in one step runs once, though the first was reserved early', async () => {
+    const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
+    const { store, shared } = remoteLike({ delayMs: 5 });
+    const manager = createOrchestrationManager({ store });
+    const ran: string[] = [];
+    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(ran), messages });
+    const result = streamText({
+      model: new ScriptedModel([
+        {
+          toolCalls: [
+            { toolName: 'a', input: {}, toolCallId: 'same' },
+            { toolName: 'b', input: {}, toolCallId: 'same' },
+          ],
+        },
+        { toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'same' }] },
+        { text: 'done' },
+      ]),
+      messages,
+      stopWhen: isStepCount(5),
+      ...orchestration,
+    });
+    await result.consumeStream();
+    await orchestration.settled();
+    expect(ran).toEqual(['a ran']);
+    const stored = await shared.get('s');
+    expect(stored?.recentlyUsedTools).toEqual(['a']);
+    expect(stored?.pending ?? []).toEqual([]);
   });
 
   it('reserves nothing for a client-side tool, which the AI SDK never runs here', async () => {
