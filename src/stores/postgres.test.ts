@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../test/helpers/free-port.js';
@@ -468,5 +471,113 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
     expect(seen).toEqual([undefined]);
     expect(fresh?.version).toBe(1);
     expect(fresh?.sequenceIndex).toBe(0);
+  });
+
+  describe('the connection kept for the next statement', () => {
+    /** A connection string whose connections this test alone can find in pg_stat_activity. */
+    const named = () => {
+      const name = `baton_keep_${randomUUID().slice(0, 8)}`;
+      return { name, connectionString: `${URL}?application_name=${name}` };
+    };
+    const backends = async (name: string) =>
+      sql<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [name]);
+
+    it('sends a statement from inside a long chain of promise jobs before the chain ends', async () => {
+      // pg-pool hands out an idle client at the next process.nextTick, which waits for the
+      // whole chain; the AI SDK calls the store from such chains (approval hook, then execute).
+      const store = open({ table: newTable() });
+      await store.update('w', () => state('w'));
+      const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+      const query = proto.query;
+      let job = 0;
+      let sentAtJob: number | undefined;
+      proto.query = function (this: unknown, ...args: unknown[]) {
+        sentAtJob ??= job;
+        return query.apply(this, args);
+      };
+      let done: Promise<OrchestrationState | undefined>;
+      try {
+        done = store.update('w', addTool('a'));
+        for (; job < 1_000; job++) await null;
+      } finally {
+        proto.query = query;
+      }
+      expect(sentAtJob).toBeDefined();
+      expect(sentAtJob).toBeLessThan(100);
+      expect((await done)?.recentlyUsedTools).toEqual(['a']);
+    });
+
+    it('survives the server ending the kept connection: the next call connects again and loses nothing', async () => {
+      const { name, connectionString } = named();
+      const store = open({ table: newTable(), connectionString });
+      await store.update('k', addTool('a'));
+      const [kept, ...others] = await backends(name);
+      expect(others).toEqual([]);
+      await sql('SELECT pg_terminate_backend($1)', [kept?.pid]);
+      await sleep(200); // the termination notice reaches the client
+      expect((await store.update('k', addTool('b')))?.recentlyUsedTools).toEqual(['a', 'b']);
+      expect((await store.get('k'))?.recentlyUsedTools).toEqual(['a', 'b']);
+      expect((await backends(name)).map((row) => row.pid)).not.toContain(kept?.pid);
+    });
+
+    it('makes no call wait for a connection, even with a pool of one', async () => {
+      // A kept client yields to whoever queues for one; without that, these would wait for
+      // it to idle out (5 s) and fail at connectionTimeoutMillis.
+      const store = open({ table: newTable(), poolSize: 1, connectionTimeoutMillis: 1_000 });
+      await store.update('s0', addTool('warm'));
+      const sessions = ['s0', 's1', 's2', 's3', 's4'];
+      await Promise.all([
+        ...sessions.flatMap((id) => ['a', 'b', 'c'].map((tool) => store.update(id, addTool(tool)))),
+        ...sessions.map((id) => store.get(id)),
+      ]);
+      for (const id of sessions) {
+        const tools = (await store.get(id))?.recentlyUsedTools ?? [];
+        expect(tools.filter((tool) => tool !== 'warm').sort()).toEqual(['a', 'b', 'c']);
+      }
+    });
+
+    it('returns the clients of a pool the app passed in at once: the app may need them', async () => {
+      const pool = new pg.Pool({ connectionString: URL, max: 1, connectionTimeoutMillis: 1_000 });
+      try {
+        const store = postgresStore({ pool, table: newTable() });
+        await store.update('p', () => state('p'));
+        expect(pool.idleCount).toBe(pool.totalCount);
+        // The app's own query gets the pool's only connection without waiting.
+        const { rows } = await pool.query<{ one: number }>('SELECT 1 AS one');
+        expect(rows[0]?.one).toBe(1);
+        await store.close();
+      } finally {
+        await pool.end();
+      }
+    });
+
+    it('does not keep a script alive: a process that used the store ends without close()', async () => {
+      const table = newTable();
+      const script = [
+        `import { postgresStore } from ${JSON.stringify(new globalThis.URL('./postgres.ts', import.meta.url).pathname)};`,
+        `import { createState } from ${JSON.stringify(new globalThis.URL('../core/state.ts', import.meta.url).pathname)};`,
+        `const store = postgresStore({ connectionString: ${JSON.stringify(URL)}, table: ${JSON.stringify(table)} });`,
+        "await store.update('x', () => createState('x', Date.now()));",
+        "console.log('written');",
+      ].join('\n');
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '--eval', script], {
+        cwd: new globalThis.URL('../..', import.meta.url).pathname,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      let writtenAt: number | undefined;
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('written')) writtenAt ??= performance.now();
+      });
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(stderr).toBe('');
+      expect(code).toBe(0);
+      expect(writtenAt).toBeDefined();
+      // The kept connection is released after 5 s; the process must not wait for that.
+      expect(performance.now() - (writtenAt ?? 0)).toBeLessThan(3_500);
+    });
   });
 });

@@ -71,6 +71,13 @@ const MAX_ATTEMPTS = 10;
 /** Bounds of the per-instance cache of known row versions (at most ~16 MB of JSON). */
 const MAX_CACHED_SESSIONS = 1_000;
 const MAX_CACHED_STATE_CHARS = 16_384;
+/**
+ * How long the store keeps its last client out of its own pool for the next statement: within
+ * the pool's default idle timeout (10 s), so connections close about as they did before.
+ */
+const PARK_MS = 5_000;
+/** pg's `Client.ref`/`unref` (what pg-pool calls for allowExitOnIdle), missing from its types. */
+type Unreferable = { ref?(): void; unref?(): void };
 
 interface Migration {
   description: string;
@@ -255,15 +262,61 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     return Object.assign(result.rows, { count: result.rowCount ?? 0 });
   }
 
+  // The client of the last statement, kept checked out for the next one. pg-pool hands out
+  // an idle client only at the next `process.nextTick`, and a store call made from inside a
+  // long chain of promise jobs (the AI SDK's, between a tool's approval and its `execute`)
+  // waits for that whole chain to finish before its statement leaves; a kept client sends it
+  // at once, so the round trip overlaps the caller's own work. Only with a pool the store
+  // made: that pool serves nobody else, and every checkout here takes the kept client first,
+  // so keeping it never makes anyone wait for a connection. A pool the app passed in may have
+  // other users, who would wait for it, so its clients go back at once as before.
+  let parked: { client: PoolClient; timer: NodeJS.Timeout; onError: (error: Error) => void } | undefined;
+
+  /** The kept client, now checked out to the caller, or undefined when there is none. */
+  function unpark(): PoolClient | undefined {
+    const kept = parked;
+    if (kept === undefined) return undefined;
+    parked = undefined;
+    clearTimeout(kept.timer);
+    kept.client.off('error', kept.onError);
+    (kept.client as Unreferable).ref?.();
+    return kept.client;
+  }
+
+  /** Keeps a healthy client for the next statement, or returns it to the pool. */
+  function park(client: PoolClient) {
+    // A waiter in the pool's queue gets it now; so does the pool when one is kept already.
+    if (!ownsPool || closed || parked !== undefined || pool.waitingCount > 0) {
+      client.release();
+      return;
+    }
+    const giveBack = (error?: Error) => {
+      if (parked?.client === client) unpark();
+      client.release(error);
+    };
+    // A kept client whose server goes away emits `error`; the pool must discard it.
+    const onError = (error: Error) => giveBack(error);
+    // Back to the pool while it idles, where the pool's own idle timeout can close it.
+    const timer = setTimeout(giveBack, PARK_MS);
+    timer.unref();
+    // Like the pool's idle clients (allowExitOnIdle), a kept one does not hold the process open.
+    (client as Unreferable).unref?.();
+    client.on('error', onError);
+    parked = { client, timer, onError };
+  }
+
   /**
    * Runs `body` on one pooled client, in a transaction when `transactional`; maps every
    * database failure to a Baton error and rethrows the updater's own errors untouched.
    */
   async function withClient<T>(transactional: boolean, body: (client: PoolClient) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const client = await pool.connect().catch((error: unknown) => {
-        throw translate(error, 'connecting');
-      });
+      // No `await` for a kept client: the statement is written to its socket in this job.
+      const client =
+        unpark() ??
+        (await pool.connect().catch((error: unknown) => {
+          throw translate(error, 'connecting');
+        }));
       // pg-pool removes its own listener while a client is checked out; without one, a
       // connection error between two queries would be an unheard `error` event.
       client.on('error', ignore);
@@ -285,18 +338,15 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
         throw translate(error, transactional ? 'running a transaction' : 'running a statement');
       } finally {
         client.off('error', ignore);
+        if (broken === undefined) park(client);
         // Passing an error makes the pool destroy the client instead of reusing a broken one.
-        client.release(broken === undefined ? undefined : toError(broken));
+        else client.release(toError(broken));
       }
     }
   }
 
   async function oneStatement<R extends QueryResultRow>(key: keyof typeof sql, values: unknown[]) {
-    try {
-      return await run<R>(pool, key, values);
-    } catch (error) {
-      throw translate(error, 'running a query');
-    }
+    return withClient(false, (client) => run<R>(client, key, values));
   }
 
   const evictLockKey = advisoryKey(`evict:${table}`);
@@ -546,6 +596,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
       closed = true;
       // A migration still running holds a client; let it finish so the pool can end cleanly.
       await migrated?.catch(() => undefined);
+      unpark()?.release();
       if (ownsPool) await pool.end();
     },
   };
