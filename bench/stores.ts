@@ -189,38 +189,46 @@ async function openRedis(url: string): Promise<Harness> {
   };
 }
 
+/**
+ * Statements sent per open PostgreSQL harness, by the `application_name` of its store's
+ * connections. Every statement, through a checked-out client or not, ends in a `Client.query`;
+ * counting there (patched once, for the whole process) counts each once.
+ */
+const pgQueries = new Map<string, number>();
+{
+  const proto = pg.Client.prototype as unknown as {
+    query: (...args: unknown[]) => unknown;
+    connectionParameters?: { application_name?: string };
+  };
+  const query = proto.query;
+  proto.query = function (this: typeof proto, ...args: unknown[]) {
+    const name = this.connectionParameters?.application_name;
+    const count = name === undefined ? undefined : pgQueries.get(name);
+    if (count !== undefined) pgQueries.set(name as string, count + 1);
+    return query.apply(this, args);
+  };
+}
+
 async function openPostgres(connectionString: string): Promise<Harness> {
-  // The pool the store would create for itself (10 connections, the same timeouts).
-  const pool = new pg.Pool({
-    connectionString,
-    max: 10,
-    connectionTimeoutMillis: 2_000,
-    statement_timeout: 5_000,
-    query_timeout: 6_000,
-    keepAlive: true,
-    application_name: 'baton-bench',
-  });
-  pool.on('error', () => undefined);
-  let queries = 0;
-  // Every statement, whether sent through `pool.query` or a checked-out client, ends up in a
-  // pooled client's `query`: counting there counts each one once.
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    client.query = ((...args: unknown[]) => {
-      queries++;
-      return query(...args);
-    }) as typeof client.query;
-  });
+  // The store makes its own pool, as an app's `postgresStore({ connectionString })` does: it
+  // treats its own pool differently from one the app passes in (see its kept client).
   const table = `baton_bench_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const store = postgresStore({ pool, table });
+  const applicationName = `baton-bench-${table.slice(-12)}`;
+  const url = new URL(connectionString);
+  url.searchParams.set('application_name', applicationName);
+  pgQueries.set(applicationName, 0);
+  const store = postgresStore({ connectionString: url.href, table });
   await store.get('bench:migrate'); // creates the table outside the measured time
   return {
     store,
-    roundTrips: () => queries,
+    roundTrips: () => pgQueries.get(applicationName) ?? 0,
     async close() {
       await store.close();
-      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
-      await pool.end();
+      pgQueries.delete(applicationName);
+      const client = new pg.Client({ connectionString });
+      await client.connect();
+      await client.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
+      await client.end();
     },
   };
 }
