@@ -487,24 +487,33 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
       // whole chain; the AI SDK calls the store from such chains (approval hook, then execute).
       const store = open({ table: newTable() });
       await store.update('w', () => state('w'));
-      const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-      const query = proto.query;
-      let job = 0;
-      let sentAtJob: number | undefined;
-      proto.query = function (this: unknown, ...args: unknown[]) {
-        sentAtJob ??= job;
-        return query.apply(this, args);
+      /** The job of a 1,000-job chain in which `call`'s statement was sent (0: in the call itself). */
+      const sentAt = async <T>(call: () => Promise<T>): Promise<[number | undefined, T]> => {
+        const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+        const query = proto.query;
+        let job = 0;
+        let sentAtJob: number | undefined;
+        proto.query = function (this: unknown, ...args: unknown[]) {
+          sentAtJob ??= job;
+          return query.apply(this, args);
+        };
+        let done: Promise<T>;
+        try {
+          done = call();
+          for (; job < 1_000; job++) await null;
+        } finally {
+          proto.query = query;
+        }
+        return [sentAtJob, await done];
       };
-      let done: Promise<OrchestrationState | undefined>;
-      try {
-        done = store.update('w', addTool('a'));
-        for (; job < 1_000; job++) await null;
-      } finally {
-        proto.query = query;
-      }
-      expect(sentAtJob).toBeDefined();
-      expect(sentAtJob).toBeLessThan(100);
-      expect((await done)?.recentlyUsedTools).toEqual(['a']);
+      const [updateSent, updated] = await sentAt(() => store.update('w', addTool('a')));
+      expect(updateSent).toBeDefined();
+      expect(updateSent).toBeLessThan(100);
+      expect(updated?.recentlyUsedTools).toEqual(['a']);
+      // A read goes out within the call: orchestrate() starts one before the AI SDK's setup.
+      const [readSent, read] = await sentAt(() => store.get('w'));
+      expect(readSent).toBe(0);
+      expect(read?.recentlyUsedTools).toEqual(['a']);
     });
 
     it('survives the server ending the kept connection: the next call connects again and loses nothing', async () => {

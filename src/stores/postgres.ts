@@ -224,6 +224,9 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
 
   let closed = false;
   let migrated: Promise<void> | undefined;
+  // Once migrated, calls skip the `await` of ready(): a statement is then sent in the caller's
+  // own job (a read started by orchestrate() leaves before the AI SDK's setup, not after it).
+  let isMigrated = false;
 
   // The last row version this instance read or wrote, per session. It only saves the read of
   // a compare-and-set (one round trip instead of two); the database still checks it, so a
@@ -246,10 +249,15 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
   }
 
   async function ready(): Promise<void> {
-    migrated ??= migrate(pool, table).catch((error: unknown) => {
-      migrated = undefined; // try again on the next call, e.g. once the server is back
-      throw error;
-    });
+    migrated ??= migrate(pool, table).then(
+      () => {
+        isMigrated = true;
+      },
+      (error: unknown) => {
+        migrated = undefined; // try again on the next call, e.g. once the server is back
+        throw error;
+      },
+    );
     return migrated;
   }
 
@@ -470,7 +478,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
   );
 
   async function updateNow(key: Buffer, sessionId: string, fn: StateUpdater) {
-    await ready();
+    if (!isMigrated) await ready();
     const at = now();
     const cached = known.get(sessionId);
     // Optimistic first: compare-and-set against the row version we know (one statement),
@@ -529,7 +537,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     async get(sessionId) {
       const key = sessionKey(sessionId);
       checkOpen();
-      await ready();
+      if (!isMigrated) await ready();
       const [row] = await oneStatement<WrittenRow & { json: string }>('get', [key, now()]);
       if (row === undefined) {
         known.delete(sessionId);
@@ -559,7 +567,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     async readLog(sessionId) {
       const key = sessionKey(sessionId);
       checkOpen();
-      await ready();
+      if (!isMigrated) await ready();
       const rows = await oneStatement<{ position: string; json: string }>('readLog', [key, now()]);
       return rows.map((row) => {
         try {
@@ -578,7 +586,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
     async delete(sessionId) {
       const key = sessionKey(sessionId);
       checkOpen();
-      await ready();
+      if (!isMigrated) await ready();
       known.delete(sessionId);
       const [row] = await oneStatement<{ live: boolean }>('remove', [key, now()]);
       return row?.live === true;
@@ -586,7 +594,7 @@ export function postgresStore(options: PostgresStoreOptions = {}): SessionStore 
 
     async sweep() {
       checkOpen();
-      await ready();
+      if (!isMigrated) await ready();
       const result = await oneStatement('sweep', [now()]);
       return result.count;
     },
