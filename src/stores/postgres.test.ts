@@ -523,7 +523,7 @@ describe.skipIf(skip)('postgresStore against PostgreSQL', () => {
       const [kept, ...others] = await backends(name);
       expect(others).toEqual([]);
       await sql('SELECT pg_terminate_backend($1)', [kept?.pid]);
-      await sleep(200); // the termination notice reaches the client
+      await sleep(500); // the termination notice reaches the client
       expect((await store.update('k', addTool('b')))?.recentlyUsedTools).toEqual(['a', 'b']);
       expect((await store.get('k'))?.recentlyUsedTools).toEqual(['a', 'b']);
       expect((await backends(name)).map((row) => row.pid)).not.toContain(kept?.pid);
