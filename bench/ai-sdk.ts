@@ -6,7 +6,8 @@
  * token accounting) on each store, with the store's round trips per turn counted. The variants
  * run interleaved in one process, so drift (JIT, GC, a busy machine) hits all alike.
  *
- * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b]`. A
+ * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b]`
+ * (servers: `BATON_BENCH_REDIS`, `BATON_BENCH_POSTGRES`, default the local ones). A
  * benchmark, never part of `npm test`. `--variants` (of bare, hand, hand-converted, orchestrated,
  * and hand-hooks, which runs only when named) runs only those, rotating; one variant runs alone,
  * as an app runs it: bench/variants.ts runs each alone in its own process, alternating, and
@@ -373,8 +374,9 @@ async function runCell(
 export async function runAiSdkBench(
   options: { stores?: readonly StoreKind[]; turns?: number; quick?: boolean; variants?: readonly Variant[] } = {},
 ): Promise<AiSdkBenchResult> {
-  const redisUrl = 'redis://127.0.0.1:6379';
-  const postgresUrl = 'postgres://postgres@127.0.0.1:5432/test';
+  // The same variables as bench/rtt.ts and bench/round-trips.ts, to run against another server.
+  const redisUrl = process.env.BATON_BENCH_REDIS ?? 'redis://127.0.0.1:6379';
+  const postgresUrl = process.env.BATON_BENCH_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
   const result: AiSdkBenchResult = { cells: [], skipped: [] };
   for (const kind of options.stores ?? (['memory', 'sqlite', 'redis', 'postgres'] as const)) {
     const reason = await unavailable(kind, redisUrl, postgresUrl);
