@@ -11,7 +11,7 @@ import { isStepCount, streamText, type ToolSet, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { OrchestrationConfig } from '../core/schema.js';
-import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { memoryStore } from '../stores/memory.js';
 import type { SessionStore } from '../stores/types.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
@@ -60,6 +60,28 @@ function markExecute(tools: ToolSet, log: string[]): void {
     log.push(`execute ${name}`);
     return run();
   });
+}
+
+/**
+ * One turn of `model` (default {@link script}) on session "s" through `orchestrate()` and
+ * `streamText`, consumed and settled. `prepare` gets the orchestration before the turn starts,
+ * to wrap its guarded tools.
+ */
+async function runTurn(options: {
+  manager: OrchestrationManager;
+  tools: ToolSet;
+  model?: ScriptedModel;
+  config?: OrchestrationConfig;
+  prepare?: (orchestration: ReturnType<typeof orchestrate>) => void;
+}) {
+  const { manager, tools } = options;
+  const orchestration = orchestrate({ manager, config: options.config ?? config, sessionId: 's', tools, messages });
+  options.prepare?.(orchestration);
+  const model = options.model ?? script();
+  const result = streamText({ model, messages, stopWhen: isStepCount(5), ...orchestration });
+  await result.consumeStream();
+  await orchestration.settled();
+  return result;
 }
 
 /**
@@ -163,10 +185,6 @@ describe('the first call a model step runs is reserved when it is approved', () 
   it('sends the reservation before the AI SDK calls execute; later calls of the step are reserved by execute, in order', async () => {
     const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
     const { store, shared, log } = remoteLike({ delayMs: 5 });
-    const manager = createOrchestrationManager({ store });
-    const tools = makeTools(log);
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
-    markExecute(orchestration.tools, log);
     const model = new ScriptedModel([
       {
         toolCalls: [
@@ -176,9 +194,13 @@ describe('the first call a model step runs is reserved when it is approved', () 
       },
       { text: 'done' },
     ]);
-    const result = streamText({ model, messages, stopWhen: isStepCount(5), ...orchestration });
-    await result.consumeStream();
-    await orchestration.settled();
+    await runTurn({
+      manager: createOrchestrationManager({ store }),
+      tools: makeTools(log),
+      model,
+      config,
+      prepare: (orchestration) => markExecute(orchestration.tools, log),
+    });
     // a's reservation (with the message) left before execute; b's waited for a's run, as ever.
     expect(log.slice(0, 7)).toEqual([
       'update 1 sent',
@@ -206,11 +228,11 @@ describe('the first call a model step runs is reserved when it is approved', () 
         if (event.type === 'tool-reserved') log.push(`reported ${event.toolCallId} in ${running.getStore()}`);
       },
     });
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(log), messages });
-    aroundExecute(orchestration.tools, (name, run) => running.run(name, run));
-    const result = streamText({ model: script(), messages, stopWhen: isStepCount(5), ...orchestration });
-    await result.consumeStream();
-    await orchestration.settled();
+    await runTurn({
+      manager,
+      tools: makeTools(log),
+      prepare: (orchestration) => aroundExecute(orchestration.tools, (name, run) => running.run(name, run)),
+    });
     // a was stored before its execute, b from within it: both reported inside their execute.
     expect(log.filter((line) => line.startsWith('reported'))).toEqual(['reported a-1 in a', 'reported b-1 in b']);
   });
@@ -223,21 +245,8 @@ describe('the first call a model step runs is reserved when it is approved', () 
       },
     });
     const other = createOrchestrationManager({ store: shared });
-    const manager = createOrchestrationManager({ store });
     const ran: string[] = [];
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(ran), messages });
-    const result = streamText({
-      model: new ScriptedModel([
-        { toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'a-1' }] },
-        { toolCalls: [{ toolName: 'b', input: {}, toolCallId: 'b-1' }] },
-        { text: 'done' },
-      ]),
-      messages,
-      stopWhen: isStepCount(5),
-      ...orchestration,
-    });
-    await result.consumeStream();
-    await orchestration.settled();
+    const result = await runTurn({ manager: createOrchestrationManager({ store }), tools: makeTools(ran) });
     // The sequence moved on to "b" under the turn: its "a" is refused by the store and never runs.
     expect(ran).toEqual(['b ran']);
     const steps = await result.steps;
@@ -276,26 +285,18 @@ describe('the first call a model step runs is reserved when it is approved', () 
   it('a call id the model repeats in one step runs once, though the first was reserved early', async () => {
     const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
     const { store, shared } = remoteLike({ delayMs: 5 });
-    const manager = createOrchestrationManager({ store });
     const ran: string[] = [];
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools: makeTools(ran), messages });
-    const result = streamText({
-      model: new ScriptedModel([
-        {
-          toolCalls: [
-            { toolName: 'a', input: {}, toolCallId: 'same' },
-            { toolName: 'b', input: {}, toolCallId: 'same' },
-          ],
-        },
-        { toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'same' }] },
-        { text: 'done' },
-      ]),
-      messages,
-      stopWhen: isStepCount(5),
-      ...orchestration,
-    });
-    await result.consumeStream();
-    await orchestration.settled();
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { toolName: 'a', input: {}, toolCallId: 'same' },
+          { toolName: 'b', input: {}, toolCallId: 'same' },
+        ],
+      },
+      { toolCalls: [{ toolName: 'a', input: {}, toolCallId: 'same' }] },
+      { text: 'done' },
+    ]);
+    await runTurn({ manager: createOrchestrationManager({ store }), tools: makeTools(ran), model, config });
     expect(ran).toEqual(['a ran']);
     const stored = await shared.get('s');
     expect(stored?.recentlyUsedTools).toEqual(['a']);
@@ -305,18 +306,10 @@ describe('the first call a model step runs is reserved when it is approved', () 
   it('reserves nothing for a client-side tool, which the AI SDK never runs here', async () => {
     const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
     const { store, shared } = remoteLike();
-    const manager = createOrchestrationManager({ store });
     // "ask" has no execute: the loop stops at it and the client answers.
     const tools: ToolSet = { ...makeTools(), ask: tool({ inputSchema: z.object({}) }) };
-    const orchestration = orchestrate({ manager, config, sessionId: 's', tools, messages });
-    const result = streamText({
-      model: new ScriptedModel([{ toolCalls: [{ toolName: 'ask', input: {}, toolCallId: 'ask-1' }] }]),
-      messages,
-      stopWhen: isStepCount(5),
-      ...orchestration,
-    });
-    await result.consumeStream();
-    await orchestration.settled();
+    const model = new ScriptedModel([{ toolCalls: [{ toolName: 'ask', input: {}, toolCallId: 'ask-1' }] }]);
+    await runTurn({ manager: createOrchestrationManager({ store }), tools, model, config });
     const stored = await shared.get('s');
     expect(stored?.toolCallIds ?? []).not.toContain('ask-1');
     expect(stored?.pending ?? []).toEqual([]);
