@@ -282,6 +282,23 @@ describe('the first call a model step runs is reserved when it is approved', () 
     }
   });
 
+  it("two concurrent turns on one session, each reserving early, run the sequence's first tool once", async () => {
+    // Two processes (managers) share the session's store; each turn's first call is reserved from
+    // its approval hook while the other's write is in flight. The scripted model keeps calling
+    // the script's tools whatever it is offered (the AI SDK logs the tool choice it broke).
+    const { store, shared } = remoteLike({ delayMs: 5 });
+    const ran: string[] = [];
+    const turns = await Promise.allSettled(
+      [1, 2].map(() => runTurn({ manager: createOrchestrationManager({ store }), tools: makeTools(ran) })),
+    );
+    expect(turns.map((turn) => turn.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(ran.filter((line) => line === 'a ran')).toEqual(['a ran']);
+    // Whatever ran was recorded, and nothing was recorded that did not run.
+    const stored = await shared.get('s');
+    expect([...(stored?.recentlyUsedTools ?? [])].sort()).toEqual(ran.map((line) => line.replace(' ran', '')).sort());
+    expect(stored?.pending ?? []).toEqual([]);
+  });
+
   it('a call id the model repeats in one step runs once, though the first was reserved early', async () => {
     const config: OrchestrationConfig = { steps: [{ name: 'Work', isDefault: true }] };
     const { store, shared } = remoteLike({ delayMs: 5 });
