@@ -592,6 +592,20 @@ async function main(): Promise<void> {
     ]);
     rows.push([`<= 4 writes per research turn (${r.store}, every path)`, String(r.mostWrites), yes(r.mostWrites <= 4)]);
   }
+  for (const c of aiSdk?.cells ?? []) {
+    if (c.met !== undefined)
+      rows.push([
+        `orchestrated model step <= ${c.budgetMicrosPerStep} µs over bare streamText (${c.store})`,
+        `${fmt(c.overheadMicrosPerStep)} µs`,
+        yes(c.met),
+      ]);
+    if (c.noSlowerThanHand !== undefined)
+      rows.push([
+        `orchestrated model step no slower than the same filter by hand (${c.store})`,
+        `${c.orchestratedMicrosPerStep >= c.handMicrosPerStep ? '+' : ''}${fmt(c.orchestratedMicrosPerStep - c.handMicrosPerStep)} µs`,
+        yes(c.noSlowerThanHand),
+      ]);
+  }
   for (const t of targets.medianTurnMicros) {
     rows.push([`median turn <= ${TARGET_MEDIAN_MICROS} µs (${t.agent})`, `${fmt(t.value)} µs`, yes(t.met)]);
   }
