@@ -4,7 +4,7 @@ import { addTokenUsage, allowedTools, handleMessage, normalizeUsage, recordToolU
 import type { OrchestrationEvent } from './events.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
-import { createState, type OrchestrationState } from './state.js';
+import { createState, isSameNewSession, type OrchestrationState } from './state.js';
 import { explain, transition } from './transition.js';
 
 const msg = (text: string, id?: string) => latestUserMessage([{ role: 'user', content: text, ...(id ? { id } : {}) }]);
@@ -323,5 +323,24 @@ describe('token usage (SPEC section 6)', () => {
       },
     );
     expect(s.cumulativeTokenUsage).toEqual({ promptTokens: 11, completionTokens: 22, totalTokens: 33 });
+  });
+});
+
+describe('isSameNewSession', () => {
+  it('holds for two sessions nothing was written to, whatever their times', () => {
+    expect(isSameNewSession(createState('s', 1_000), createState('s', 9_000))).toBe(true);
+  });
+
+  it('fails for a session with anything written, another session or another TTL', () => {
+    const fresh = createState('s', 1_000);
+    expect(isSameNewSession(fresh, { ...createState('s', 2_000), version: 1 })).toBe(false);
+    expect(isSameNewSession(fresh, { ...createState('s', 2_000), recentlyUsedTools: ['a'] })).toBe(false);
+    expect(isSameNewSession(fresh, { ...createState('s', 2_000), activeStep: 'Work' })).toBe(false);
+    expect(isSameNewSession(fresh, createState('t', 2_000))).toBe(false);
+    expect(isSameNewSession(fresh, createState('s', 2_000, 60_000))).toBe(false);
+    // A field a new state never has (an approval asked, say) is something written.
+    const asked = { ...createState('s', 2_000), approvals: [] };
+    expect(isSameNewSession(fresh, asked)).toBe(false);
+    expect(isSameNewSession(asked, fresh)).toBe(false);
   });
 });

@@ -189,6 +189,31 @@ export function createState(sessionId: string, now: number, ttl: number = DEFAUL
   };
 }
 
+/**
+ * True when `a` and `b` are both a session nothing was ever written to, as {@link createState}
+ * makes it, for the same session and TTL: they differ at most in their times, which no
+ * transition reads. A turn that applied inputs to one of them for its first model step gives its
+ * result to the store, which made the other when it found no session: the result stands for
+ * both, and the inputs are not applied a second time.
+ */
+export function isSameNewSession(a: OrchestrationState, b: OrchestrationState): boolean {
+  if (a.version !== 0 || b.version !== 0) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  const fieldsOfA = a as unknown as Record<string, unknown>;
+  const fieldsOfB = b as unknown as Record<string, unknown>;
+  for (const key of keys) {
+    if (key === 'createdAt' || key === 'lastAccessed') continue;
+    const x = fieldsOfA[key];
+    const y = fieldsOfB[key];
+    if (x === y) continue;
+    // Each new state has its own empty history.
+    if (Array.isArray(x) && Array.isArray(y) && x.length === 0 && y.length === 0) continue;
+    return false;
+  }
+  return true;
+}
+
 /** Zero usage, shared by every new state (states are never mutated, only replaced). */
 const NO_TOKENS: TokenUsage = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
 

@@ -19,6 +19,7 @@ import {
   type AIOrchestrationState,
   createState,
   describeType,
+  isSameNewSession,
   type OrchestrationState,
   type TokenUsage,
 } from '../core/state.js';
@@ -676,7 +677,9 @@ class PendingApply {
     const prefix = this.prefix;
     // The store still holds the state the prefix was applied to: only the rest is new. (A store
     // that retries after a conflict calls this again with another state, and applies it all.)
-    if (prefix !== undefined && prefix.base === current) return this.#updateAfter(prefix, current);
+    // A session the turn began as new that the store still does not have counts as the same.
+    if (prefix !== undefined && (prefix.base === current || isSameNewSession(prefix.base, current)))
+      return this.#updateAfter(prefix, current);
     const result = transitionAll(this.plan!, current, this.inputs, this.context!);
     this.events = result.events;
     this.decisions = result.decisions;

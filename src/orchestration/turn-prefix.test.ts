@@ -153,3 +153,23 @@ async function completedFirstCall(sessionId: string, leaseMs?: number) {
   turn.completed('call-0');
   return { clock, manager, turn, errors };
 }
+
+describe("a new session's first write", () => {
+  it('starts from what the turn applied, not from another empty session', async () => {
+    const { registry, evaluations } = countingRegistry();
+    const clock = createFakeClock(1_000_000);
+    const manager = createOrchestrationManager({ conditions: registry, clock: clock.now });
+    const turn = new Turn({ manager, config, sessionId: 'new', agentTools, messages });
+    const { decision } = await turn.stepStarted(0);
+    expect(decision.allowedTools).toEqual(['a']);
+    const applied = evaluations();
+    expect(applied).toBeGreaterThan(0);
+    clock.advance(3);
+    // The session's first write: the message and the first model step were applied for the step
+    // above, and the store had no session then or now, so they are not judged again.
+    expect((await turn.request('a', 'call-0', decision.allowedTools)).allowed).toBe(true);
+    expect(evaluations()).toBe(applied);
+    const stored = await manager.getStateManager().getState('new');
+    expect(stored).toMatchObject({ version: 1, pending: [expect.objectContaining({ id: 'call-0' })] });
+  });
+});
