@@ -19,13 +19,13 @@ import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type Command, Redis } from 'ioredis';
-import pg from 'pg';
 import { createOrchestrationManager, createState, type OrchestrationConfig } from '../src/index.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { postgresStore } from '../src/stores/postgres.js';
 import { redisStore } from '../src/stores/redis.js';
 import { sqliteStore } from '../src/stores/sqlite.js';
 import type { SessionStore, StateUpdater } from '../src/stores/types.js';
+import { countPostgresStatements, dropPostgresTables } from '../test/helpers/counted-stores.js';
 import { pingPostgres, pingRedis } from '../test/helpers/services.js';
 import { median } from './core.js';
 
@@ -189,46 +189,20 @@ async function openRedis(url: string): Promise<Harness> {
   };
 }
 
-/**
- * Statements sent per open PostgreSQL harness, by the `application_name` of its store's
- * connections. Every statement, through a checked-out client or not, ends in a `Client.query`;
- * counting there (patched once, for the whole process) counts each once.
- */
-const pgQueries = new Map<string, number>();
-{
-  const proto = pg.Client.prototype as unknown as {
-    query: (...args: unknown[]) => unknown;
-    connectionParameters?: { application_name?: string };
-  };
-  const query = proto.query;
-  proto.query = function (this: typeof proto, ...args: unknown[]) {
-    const name = this.connectionParameters?.application_name;
-    const count = name === undefined ? undefined : pgQueries.get(name);
-    if (count !== undefined) pgQueries.set(name as string, count + 1);
-    return query.apply(this, args);
-  };
-}
-
 async function openPostgres(connectionString: string): Promise<Harness> {
   // The store makes its own pool, as an app's `postgresStore({ connectionString })` does: it
   // treats its own pool differently from one the app passes in (see its kept client).
   const table = `baton_bench_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const applicationName = `baton-bench-${table.slice(-12)}`;
-  const url = new URL(connectionString);
-  url.searchParams.set('application_name', applicationName);
-  pgQueries.set(applicationName, 0);
-  const store = postgresStore({ connectionString: url.href, table });
+  const counting = countPostgresStatements(connectionString, `baton-bench-${table.slice(-12)}`);
+  const store = postgresStore({ connectionString: counting.connectionString, table });
   await store.get('bench:migrate'); // creates the table outside the measured time
   return {
     store,
-    roundTrips: () => pgQueries.get(applicationName) ?? 0,
+    roundTrips: () => counting.count.sent,
     async close() {
       await store.close();
-      pgQueries.delete(applicationName);
-      const client = new pg.Client({ connectionString });
-      await client.connect();
-      await client.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
-      await client.end();
+      counting.stop();
+      await dropPostgresTables(connectionString, table);
     },
   };
 }

@@ -1,6 +1,6 @@
 /**
  * Stores on real Redis and PostgreSQL servers that count their round trips on the wire (every
- * command the Redis client sends, every statement a pooled PostgreSQL client runs), and the
+ * command the Redis client sends, every statement a PostgreSQL connection runs), and the
  * research turn whose round trips the tests and `npm run bench` count. One copy, shared by
  * test/round-trips.test.ts, test/mcp-round-trips.test.ts and bench/round-trips.ts, so the
  * figures the benchmark prints are counted the way the tests assert them.
@@ -77,38 +77,93 @@ export async function countedRedis(url: string, prefix: string): Promise<Counted
   };
 }
 
-/** A PostgreSQL store in `table`, counted from after its migrations. */
+/** Statements sent on the connections of one {@link countPostgresStatements} label. */
+export interface StatementCount {
+  sent: number;
+  /** Those that only read (a plain SELECT: a write's CTEs begin with WITH). */
+  reads: number;
+}
+
+/**
+ * Statements sent per label, by the `application_name` of the connections. Every statement,
+ * through a client checked out of a pool or kept by the store, ends in a `Client.query`; counting
+ * there (patched once, for the whole process) counts each once, whoever made the pool.
+ */
+const statementCounts = new Map<string, StatementCount>();
+let clientQueryPatched = false;
+
+function patchClientQuery(): void {
+  if (clientQueryPatched) return;
+  clientQueryPatched = true;
+  const proto = pg.Client.prototype as unknown as {
+    query: (...args: unknown[]) => unknown;
+    connectionParameters?: { application_name?: string };
+  };
+  const query = proto.query;
+  proto.query = function (this: typeof proto, ...args: unknown[]) {
+    const name = this.connectionParameters?.application_name;
+    const count = name === undefined ? undefined : statementCounts.get(name);
+    if (count !== undefined) {
+      count.sent++;
+      const statement = args[0] as string | { text?: string } | undefined;
+      const text = typeof statement === 'string' ? statement : (statement?.text ?? '');
+      if (/^\s*SELECT\b/i.test(text) && !/\bFOR UPDATE\b/i.test(text)) count.reads++;
+    }
+    return query.apply(this, args);
+  };
+}
+
+/**
+ * Counts the statements sent on connections made from the returned `connectionString` (the given
+ * one, with an `application_name` of `label`), until `stop()`. A store given that string makes its
+ * own pool, as an app's `postgresStore({ connectionString })` does.
+ */
+export function countPostgresStatements(
+  connectionString: string,
+  label: string,
+): { connectionString: string; count: StatementCount; stop: () => void } {
+  patchClientQuery();
+  const url = new URL(connectionString);
+  url.searchParams.set('application_name', label);
+  const count: StatementCount = { sent: 0, reads: 0 };
+  statementCounts.set(label, count);
+  return { connectionString: url.href, count, stop: () => statementCounts.delete(label) };
+}
+
+/** Drops the tables of a PostgreSQL store in `table`. */
+export async function dropPostgresTables(connectionString: string, table: string): Promise<void> {
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    await client.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * A PostgreSQL store in `table`, on the pool it makes itself (what apps get), counted from
+ * after its migrations.
+ */
 export async function countedPostgres(url: string, table: string): Promise<CountedStore> {
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
-  let sent = 0;
-  let reads = 0;
-  pool.on('connect', (client) => {
-    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      sent++;
-      // A statement that is a plain SELECT commits nothing (a write's CTEs begin with WITH).
-      const query = args[0] as string | { text?: string };
-      const text = typeof query === 'string' ? query : (query.text ?? '');
-      if (/^\s*SELECT\b/i.test(text) && !/\bFOR UPDATE\b/i.test(text)) reads++;
-      return original(...args);
-    };
-  });
-  const store = postgresStore({ pool, table });
+  const counting = countPostgresStatements(url, `baton-trips-${table.slice(-24)}`);
+  const { count } = counting;
+  const store = postgresStore({ connectionString: counting.connectionString, table });
   await store.get('warm-up'); // migrations and prepared statements, before counting
-  sent = 0;
-  reads = 0;
+  const reset = () => {
+    count.sent = 0;
+    count.reads = 0;
+  };
+  reset();
   return {
     store,
-    trips: () => sent,
-    writes: () => sent - reads,
-    reset: () => {
-      sent = 0;
-      reads = 0;
-    },
+    trips: () => count.sent,
+    writes: () => count.sent - count.reads,
+    reset,
     close: async () => {
       await store.close();
-      await pool.query(`DROP TABLE IF EXISTS "${table}_log", "${table}", "${table}_migrations"`);
-      await pool.end();
+      counting.stop();
+      await dropPostgresTables(url, table);
     },
   };
 }
