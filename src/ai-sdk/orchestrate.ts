@@ -571,7 +571,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         serial(async () => {
           const { toolCallId } = execution;
           if (unguarded) throw unguarded;
-          const resumed = isResumedCall(execution.messages, toolCallId);
+          const resumed = isResumedCall(execution.messages, toolCallId, prepared);
           if (!resumed && !approvalSeen.has(toolCallId)) {
             // Enforcement holds (decided below), but approval prompts may have been raised for
             // calls orchestration refuses.
@@ -659,7 +659,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (unguarded) return { type: 'denied', reason: unguarded.message };
     // An approved call resumed from the history runs before the first model step; a fresh
     // call comes from a step this orchestration prepared.
-    const resumed = isResumedCall(messages, id);
+    const resumed = isResumedCall(messages, id, prepared);
     let decision: ToolDecision;
     try {
       if (resumed) {
@@ -895,7 +895,16 @@ function convertedSchema(schema: FlexibleSchema<unknown> & object): Schema<unkno
   return converted;
 }
 
-function isResumedCall(messages: readonly ModelMessage[], toolCallId: string): boolean {
+/**
+ * True when the call is one the AI SDK resumes from the request's history (a call a person
+ * approved, run before the first model step): no model step of this call of the AI SDK was
+ * prepared yet, and the history holds a tool call with its id. A call that comes after a
+ * prepared step is the model's, whatever id it carries: a model that repeats the id of a call
+ * in the history (one a person denied, or never answered) gets it decided as a new call, with
+ * its approval asked again, and the history is not scanned for it.
+ */
+function isResumedCall(messages: readonly ModelMessage[], toolCallId: string, preparedSteps: number): boolean {
+  if (preparedSteps > 0) return false;
   for (const message of messages) {
     if (message.role !== 'assistant' || typeof message.content === 'string') continue;
     for (const part of message.content) if (part.type === 'tool-call' && part.toolCallId === toolCallId) return true;

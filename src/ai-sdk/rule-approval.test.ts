@@ -115,6 +115,57 @@ describe('an approve rule in the AI SDK loop', () => {
     );
   });
 
+  it('never runs a denied payment that the model calls again later with the same call id', async () => {
+    // A hostile model (or a provider that lets it choose ids) repeats the id of a call whose
+    // approval was denied: it is a new call from a model step, not one resumed from the history.
+    const { turn, paid } = app();
+    const first = await turn([user], pays(500));
+    const [request] = prompts(first.result.content);
+    const refusal: ModelMessage = {
+      role: 'tool',
+      content: [
+        { type: 'tool-approval-response', approvalId: request!.approvalId, approved: false, reason: 'no' },
+        {
+          type: 'tool-result',
+          toolCallId: 'pay-500',
+          toolName: 'pay',
+          output: { type: 'execution-denied', reason: 'no' },
+        },
+      ],
+    };
+    const history = [user, ...first.result.response.messages, refusal];
+    const second = await turn(history, [{ text: 'OK, I will not pay.' }]);
+    const later: ModelMessage[] = [...history, ...second.result.response.messages, { role: 'user', content: 'go on' }];
+    const third = await turn(later, pays(500, 'pay-500'));
+    expect(paid).toEqual([]);
+    // A person is asked again, as for any new call the rule covers.
+    expect(prompts(third.result.content)).toEqual([
+      expect.objectContaining({ toolCall: expect.objectContaining({ toolCallId: 'pay-500' }) }),
+    ]);
+  });
+
+  it('never runs a call awaiting approval that the model calls again after the client skipped it', async () => {
+    // The client answers the approval with a tool result of its own instead of a person's answer,
+    // and the model repeats the call's id: nobody approved it.
+    const { turn, paid, manager } = app();
+    const first = await turn([user], pays(700));
+    expect((await manager.getStateManager().getState('s'))?.approvals).toMatchObject([{ id: 'pay-700' }]);
+    const skipped: ModelMessage = {
+      role: 'tool',
+      content: [
+        { type: 'tool-result', toolCallId: 'pay-700', toolName: 'pay', output: { type: 'text', value: 'skipped' } },
+      ],
+    };
+    const history: ModelMessage[] = [
+      user,
+      ...first.result.response.messages,
+      skipped,
+      { role: 'user', content: 'go on' },
+    ];
+    await turn(history, pays(700, 'pay-700'));
+    expect(paid).toEqual([]);
+  });
+
   it('refuses an approval once the session moved on since it was asked', async () => {
     const { turn, paid, events } = app();
     const first = await turn([user], pays(500));
