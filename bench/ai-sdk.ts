@@ -6,7 +6,7 @@
  * token accounting) on each store, with the store's round trips per turn counted. The variants
  * run interleaved in one process, so drift (JIT, GC, a busy machine) hits all alike.
  *
- * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b]`
+ * `npx tsx bench/ai-sdk.ts [--stores=memory,redis] [--turns=2000] [--quick] [--variants=a,b] [--history=N]`
  * (servers: `BATON_BENCH_REDIS`, `BATON_BENCH_POSTGRES`, default the local ones). A
  * benchmark, never part of `npm test`. `--variants` (of bare, hand, hand-converted, orchestrated,
  * and hand-hooks, which runs only when named) runs only those, rotating; one variant runs alone,
@@ -120,6 +120,33 @@ function withConvertedSchemas(tools: ToolSet): ToolSet {
   return Object.fromEntries(
     Object.entries(tools).map(([name, t]) => [name, { ...t, inputSchema: asSchema(t.inputSchema) }]),
   );
+}
+
+/**
+ * `exchanges` earlier exchanges of a conversation, each a question, a tool call, its result and
+ * an answer (4 messages), that every turn's question follows (`--history`): what a turn costs
+ * against the length of the conversation it continues.
+ */
+export function conversationHistory(exchanges: number): ModelMessage[] {
+  const history: ModelMessage[] = [];
+  for (let i = 0; i < exchanges; i++) {
+    const toolCallId = `earlier-${i}`;
+    history.push(
+      { role: 'user', content: `Earlier question ${i}` },
+      {
+        role: 'assistant',
+        content: [{ type: 'tool-call', toolCallId, toolName: 'search', input: { q: `topic ${i}` } }],
+      },
+      {
+        role: 'tool',
+        content: [
+          { type: 'tool-result', toolCallId, toolName: 'search', output: { type: 'text', value: `found ${i}` } },
+        ],
+      },
+      { role: 'assistant', content: [{ type: 'text', text: `Earlier answer ${i}` }] },
+    );
+  }
+  return history;
 }
 
 /** What one measured turn did, to check both variants did the same work. */
@@ -245,6 +272,8 @@ export interface AiSdkBenchCell {
 
 /** Figures of one run. */
 export interface AiSdkBenchResult {
+  /** Earlier exchanges of the conversation each turn continues (4 messages each). */
+  history: number;
   cells: AiSdkBenchCell[];
   skipped: { store: StoreKind; reason: string }[];
 }
@@ -289,6 +318,7 @@ async function runCell(
   harness: Harness,
   turns: number,
   only?: readonly Variant[],
+  history: readonly ModelMessage[] = [],
 ): Promise<AiSdkBenchCell> {
   const warmup = warmupTurns(turns);
   const model = scriptedModel();
@@ -312,7 +342,10 @@ async function runCell(
 
   for (let i = 0; i < warmup + turns; i++) {
     // A fresh message (and session) per turn, as a new user question would be.
-    const messages: ModelMessage[] = [{ role: 'user', content: `Please research EV adoption, question ${i}` }];
+    const messages: ModelMessage[] = [
+      ...history,
+      { role: 'user', content: `Please research EV adoption, question ${i}` },
+    ];
     const sessionId = `bench-${i}`;
     /** Times one variant's turn, checks it did the research turn, and keeps its time after the warm-up. */
     const timed = (variant: string, into: number[], turn: () => Promise<TurnCheck>) => async () => {
@@ -382,12 +415,20 @@ async function runCell(
 
 /** Runs the model-loop bench on each store in `stores` (default all four). */
 export async function runAiSdkBench(
-  options: { stores?: readonly StoreKind[]; turns?: number; quick?: boolean; variants?: readonly Variant[] } = {},
+  options: {
+    stores?: readonly StoreKind[];
+    turns?: number;
+    quick?: boolean;
+    variants?: readonly Variant[];
+    /** Earlier exchanges of the conversation before each turn's question (default none). */
+    history?: number;
+  } = {},
 ): Promise<AiSdkBenchResult> {
+  const history = conversationHistory(options.history ?? 0);
   // The same variables as bench/rtt.ts and bench/round-trips.ts, to run against another server.
   const redisUrl = process.env.BATON_BENCH_REDIS ?? 'redis://127.0.0.1:6379';
   const postgresUrl = process.env.BATON_BENCH_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test';
-  const result: AiSdkBenchResult = { cells: [], skipped: [] };
+  const result: AiSdkBenchResult = { history: options.history ?? 0, cells: [], skipped: [] };
   for (const kind of options.stores ?? (['memory', 'sqlite', 'redis', 'postgres'] as const)) {
     const reason = await unavailable(kind, redisUrl, postgresUrl);
     if (reason !== undefined) {
@@ -397,7 +438,7 @@ export async function runAiSdkBench(
     const harness = await open(kind, redisUrl, postgresUrl);
     try {
       const turns = options.turns ?? Math.ceil(DEFAULT_TURNS[kind] / (options.quick ? 5 : 1));
-      result.cells.push(await runCell(kind, harness, turns, options.variants));
+      result.cells.push(await runCell(kind, harness, turns, options.variants, history));
     } finally {
       await harness.close();
     }
@@ -413,6 +454,9 @@ export function formatAiSdkBench(result: AiSdkBenchResult): string {
     'filtering by hand (prepareStep + activeTools + approval hook), the same over tools whose schemas were converted',
     'once ("hand, conv.", as orchestrate() guards them) and streamText + orchestrate(), rotating turn by turn on each',
     'store; medians, µs per model step; "vs hand" = orchestrated minus hand-written; "vs conv." = minus hand, conv.',
+    ...(result.history > 0
+      ? [`each turn continues a conversation of ${result.history} earlier exchanges (${4 * result.history} messages)`]
+      : []),
     '',
     'store      turns  bare µs/step  hand-written  hand, conv.  orchestrated  overhead  (ratio)  paired  vs hand  vs conv.  round trips/turn  target',
   ];
@@ -459,6 +503,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
       turns: { type: 'string' },
       quick: { type: 'boolean', default: false },
       variants: { type: 'string' },
+      history: { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -468,7 +513,12 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   }
   const stores = values.stores?.split(',') as StoreKind[] | undefined;
   const variants = values.variants !== undefined ? parseVariants(values.variants) : undefined;
+  const history = values.history !== undefined ? Number(values.history) : undefined;
+  if (history !== undefined && (!Number.isInteger(history) || history < 0)) {
+    throw new Error(`--history must be a whole number of earlier exchanges, got ${values.history}`);
+  }
   const result = await runAiSdkBench({
+    ...(history !== undefined ? { history } : {}),
     ...(stores ? { stores } : {}),
     ...(turns !== undefined ? { turns } : {}),
     quick: values.quick,
