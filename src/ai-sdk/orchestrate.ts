@@ -896,18 +896,29 @@ function convertedSchema(schema: FlexibleSchema<unknown> & object): Schema<unkno
 }
 
 /**
- * True when the call is one the AI SDK resumes from the request's history (a call a person
- * approved, run before the first model step): no model step of this call of the AI SDK was
- * prepared yet, and the history holds a tool call with its id. A call that comes after a
- * prepared step is the model's, whatever id it carries: a model that repeats the id of a call
- * in the history (one a person denied, or never answered) gets it decided as a new call, with
- * its approval asked again, and the history is not scanned for it.
+ * True when the call is one the AI SDK resumes from the request's history: a call a person
+ * approved, which it runs before the first model step. As the AI SDK finds them: the history's
+ * last message is a tool message that approves (`tool-approval-response`, `approved: true`) an
+ * approval request of the history for this call id. And no model step of this call of the AI
+ * SDK was prepared yet: a call after one is the model's, whatever id it carries. So a model that
+ * repeats the id of a call in the history (one a person denied, or never answered) gets it
+ * decided as a new call, with its approval asked again, even in an app that replaced the
+ * orchestration's `prepareStep`; and the history is scanned only when it ends in approvals.
  */
 function isResumedCall(messages: readonly ModelMessage[], toolCallId: string, preparedSteps: number): boolean {
   if (preparedSteps > 0) return false;
+  const last = messages.at(-1);
+  if (last?.role !== 'tool') return false;
+  const approved = new Set<string>();
+  for (const part of last.content)
+    if (part.type === 'tool-approval-response' && part.approved) approved.add(part.approvalId);
+  if (approved.size === 0) return false;
   for (const message of messages) {
     if (message.role !== 'assistant' || typeof message.content === 'string') continue;
-    for (const part of message.content) if (part.type === 'tool-call' && part.toolCallId === toolCallId) return true;
+    for (const part of message.content) {
+      if (part.type === 'tool-approval-request' && part.toolCallId === toolCallId && approved.has(part.approvalId))
+        return true;
+    }
   }
   return false;
 }

@@ -166,6 +166,57 @@ describe('an approve rule in the AI SDK loop', () => {
     expect(paid).toEqual([]);
   });
 
+  it("never runs a denied call repeated by the model when the app replaced the orchestration's prepareStep", async () => {
+    // A miswired app (its own prepareStep spread after the orchestration's): no model step is
+    // prepared by Baton, so "before the first model step" cannot tell a resumed call from the
+    // model's. Only a call the history's last message approves is resumed.
+    const manager = createOrchestrationManager({ onError: () => undefined });
+    const paid: number[] = [];
+    const tools = {
+      pay: tool({
+        inputSchema: z.object({ amount: z.number() }),
+        execute: async ({ amount }) => {
+          paid.push(amount);
+          return `paid ${amount}`;
+        },
+      }),
+    };
+    const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0], miswired: boolean) => {
+      const { model } = mockModel(policy);
+      const orchestration = orchestrate({ manager, config, sessionId: 'w', tools, messages, onError: () => undefined });
+      const result = await generateText({
+        model,
+        messages,
+        stopWhen: isStepCount(4),
+        ...orchestration,
+        ...(miswired ? { prepareStep: () => undefined } : {}),
+      });
+      // Miswired, the turn reports the wiring problem: calls are refused until it is fixed.
+      if (miswired) await expect(orchestration.settled()).rejects.toThrow(/prepareStep is not the orchestration's/);
+      else await orchestration.settled();
+      return result;
+    };
+    const first = await turn([user], pays(500), false);
+    const [request] = prompts(first.content);
+    const refusal: ModelMessage = {
+      role: 'tool',
+      content: [
+        { type: 'tool-approval-response', approvalId: request!.approvalId, approved: false, reason: 'no' },
+        {
+          type: 'tool-result',
+          toolCallId: 'pay-500',
+          toolName: 'pay',
+          output: { type: 'execution-denied', reason: 'no' },
+        },
+      ],
+    };
+    const later: ModelMessage[] = [user, ...first.response.messages, refusal, { role: 'user', content: 'go on' }];
+    await turn(later, pays(500, 'pay-500'), true);
+    // The same with the refusal as the last message, where the AI SDK looks for approvals.
+    await turn([user, ...first.response.messages, refusal], pays(500, 'pay-500'), true);
+    expect(paid).toEqual([]);
+  });
+
   it('refuses an approval once the session moved on since it was asked', async () => {
     const { turn, paid, events } = app();
     const first = await turn([user], pays(500));
