@@ -36,11 +36,27 @@ function app(template: OrchestrationConfig = config) {
     review: tool({ inputSchema: z.object({}), execute: async () => 'reviewed' }),
     close_account: tool({ inputSchema: z.object({}), execute: async () => 'closed' }),
   };
-  const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0]) => {
+  /** One turn; `miswired`: the app's own prepareStep replaces the orchestration's (spread after it). */
+  const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0], miswired = false) => {
     const { model, calls } = mockModel(policy);
-    const orchestration = orchestrate({ manager, config: template, sessionId: 's', tools, messages });
-    const result = await generateText({ model, messages, stopWhen: isStepCount(4), ...orchestration });
-    await orchestration.settled();
+    const orchestration = orchestrate({
+      manager,
+      config: template,
+      sessionId: 's',
+      tools,
+      messages,
+      ...(miswired ? { onError: () => undefined } : {}),
+    });
+    const result = await generateText({
+      model,
+      messages,
+      stopWhen: isStepCount(4),
+      ...orchestration,
+      ...(miswired ? { prepareStep: () => undefined } : {}),
+    });
+    // Miswired, the turn reports the wiring problem: calls are refused until it is fixed.
+    if (miswired) await expect(orchestration.settled()).rejects.toThrow(/prepareStep is not the orchestration's/);
+    else await orchestration.settled();
     return { result, calls };
   };
   return { manager, events, paid, turn };
@@ -59,6 +75,15 @@ const prompts = <PART extends { type: string }>(content: readonly PART[]): Appro
     (part): part is ApprovalRequest<PART> =>
       part.type === 'tool-approval-request' && (part as { isAutomatic?: boolean }).isAutomatic !== true,
   );
+
+/** A person's denial of `toolCallId` as a client sends it back: the answer, and the call's denied result. */
+const denial = (approvalId: string, toolCallId: string): ModelMessage => ({
+  role: 'tool',
+  content: [
+    { type: 'tool-approval-response', approvalId, approved: false, reason: 'no' },
+    { type: 'tool-result', toolCallId, toolName: 'pay', output: { type: 'execution-denied', reason: 'no' } },
+  ],
+});
 
 const answer = (approvalId: string, approved: boolean): ModelMessage => ({
   role: 'tool',
@@ -121,18 +146,7 @@ describe('an approve rule in the AI SDK loop', () => {
     const { turn, paid } = app();
     const first = await turn([user], pays(500));
     const [request] = prompts(first.result.content);
-    const refusal: ModelMessage = {
-      role: 'tool',
-      content: [
-        { type: 'tool-approval-response', approvalId: request!.approvalId, approved: false, reason: 'no' },
-        {
-          type: 'tool-result',
-          toolCallId: 'pay-500',
-          toolName: 'pay',
-          output: { type: 'execution-denied', reason: 'no' },
-        },
-      ],
-    };
+    const refusal = denial(request!.approvalId, 'pay-500');
     const history = [user, ...first.result.response.messages, refusal];
     const second = await turn(history, [{ text: 'OK, I will not pay.' }]);
     const later: ModelMessage[] = [...history, ...second.result.response.messages, { role: 'user', content: 'go on' }];
@@ -170,46 +184,10 @@ describe('an approve rule in the AI SDK loop', () => {
     // A miswired app (its own prepareStep spread after the orchestration's): no model step is
     // prepared by Baton, so "before the first model step" cannot tell a resumed call from the
     // model's. Only a call the history's last message approves is resumed.
-    const manager = createOrchestrationManager({ onError: () => undefined });
-    const paid: number[] = [];
-    const tools = {
-      pay: tool({
-        inputSchema: z.object({ amount: z.number() }),
-        execute: async ({ amount }) => {
-          paid.push(amount);
-          return `paid ${amount}`;
-        },
-      }),
-    };
-    const turn = async (messages: ModelMessage[], policy: Parameters<typeof mockModel>[0], miswired: boolean) => {
-      const { model } = mockModel(policy);
-      const orchestration = orchestrate({ manager, config, sessionId: 'w', tools, messages, onError: () => undefined });
-      const result = await generateText({
-        model,
-        messages,
-        stopWhen: isStepCount(4),
-        ...orchestration,
-        ...(miswired ? { prepareStep: () => undefined } : {}),
-      });
-      // Miswired, the turn reports the wiring problem: calls are refused until it is fixed.
-      if (miswired) await expect(orchestration.settled()).rejects.toThrow(/prepareStep is not the orchestration's/);
-      else await orchestration.settled();
-      return result;
-    };
-    const first = await turn([user], pays(500), false);
+    const { turn, paid } = app();
+    const { result: first } = await turn([user], pays(500));
     const [request] = prompts(first.content);
-    const refusal: ModelMessage = {
-      role: 'tool',
-      content: [
-        { type: 'tool-approval-response', approvalId: request!.approvalId, approved: false, reason: 'no' },
-        {
-          type: 'tool-result',
-          toolCallId: 'pay-500',
-          toolName: 'pay',
-          output: { type: 'execution-denied', reason: 'no' },
-        },
-      ],
-    };
+    const refusal = denial(request!.approvalId, 'pay-500');
     const later: ModelMessage[] = [user, ...first.response.messages, refusal, { role: 'user', content: 'go on' }];
     await turn(later, pays(500, 'pay-500'), true);
     // The same with the refusal as the last message, where the AI SDK looks for approvals.
