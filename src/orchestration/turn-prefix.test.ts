@@ -173,3 +173,21 @@ describe("a new session's first write", () => {
     expect(stored).toMatchObject({ version: 1, pending: [expect.objectContaining({ id: 'call-0' })] });
   });
 });
+
+describe('two turns that begin one new session', () => {
+  it('decides the second on what the first wrote, not on its own empty session', async () => {
+    const clock = createFakeClock(1_000_000);
+    const manager = createOrchestrationManager({ clock: clock.now });
+    const first = new Turn({ manager, config: plain, sessionId: 'both', agentTools, messages });
+    const second = new Turn({ manager, config: plain, sessionId: 'both', agentTools, messages });
+    // Both began the session as new, and both would offer 'a'.
+    const offeredFirst = (await first.stepStarted(0)).decision.allowedTools;
+    const offeredSecond = (await second.stepStarted(0)).decision.allowedTools;
+    expect(offeredSecond).toEqual(['a']);
+    expect((await first.request('a', 'first-0', offeredFirst)).allowed).toBe(true);
+    // The session is no longer new: the first turn's reservation holds 'a'.
+    expect((await second.request('a', 'second-0', offeredSecond)).allowed).toBe(false);
+    const stored = await manager.getStateManager().getState('both');
+    expect(stored?.pending).toEqual([expect.objectContaining({ kind: 'call', id: 'first-0', tool: 'a' })]);
+  });
+});
