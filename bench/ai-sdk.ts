@@ -127,7 +127,7 @@ function withConvertedSchemas(tools: ToolSet): ToolSet {
  * an answer (4 messages), that every turn's question follows (`--history`): what a turn costs
  * against the length of the conversation it continues.
  */
-export function conversationHistory(exchanges: number): ModelMessage[] {
+function conversationHistory(exchanges: number): ModelMessage[] {
   const history: ModelMessage[] = [];
   for (let i = 0; i < exchanges; i++) {
     const toolCallId = `earlier-${i}`;
@@ -390,13 +390,14 @@ async function runCell(
   const bareMicrosPerStep = median(bare) / STEPS_PER_TURN;
   const orchestratedMicrosPerStep = median(orchestrated) / STEPS_PER_TURN;
   const overheadMicrosPerStep = orchestratedMicrosPerStep - bareMicrosPerStep;
+  const handMicrosPerStep = median(hand) / STEPS_PER_TURN;
   const budget = BUDGETS[kind];
   return {
     store: kind,
     turns,
     stepsPerTurn: STEPS_PER_TURN,
     bareMicrosPerStep,
-    handMicrosPerStep: median(hand) / STEPS_PER_TURN,
+    handMicrosPerStep,
     handConvertedMicrosPerStep: median(handConverted) / STEPS_PER_TURN,
     handHooksMicrosPerStep: median(handHooks) / STEPS_PER_TURN,
     orchestratedMicrosPerStep,
@@ -408,7 +409,7 @@ async function runCell(
     met: budget === undefined ? undefined : overheadMicrosPerStep <= budget,
     noSlowerThanHand:
       kind === 'memory' && hand.length > 0 && orchestrated.length > 0
-        ? orchestratedMicrosPerStep <= median(hand) / STEPS_PER_TURN
+        ? orchestratedMicrosPerStep <= handMicrosPerStep
         : undefined,
   };
 }
