@@ -872,11 +872,6 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
 }
 
 /**
- * True when `toolCallId` is a call of the history (`messages` holds the assistant message
- * that made it): an approved call the AI SDK runs before the first model step. A call of the
- * current step is not in the messages its step was sent.
- */
-/**
  * Tools' input schemas, each converted once, by the app's schema object. The AI SDK converts a
  * zod (or other standard) schema to JSON Schema again for every tool it offers at every model
  * step (`asSchema` makes a new converter each time), which costs more per step than deciding
