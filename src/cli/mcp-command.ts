@@ -82,7 +82,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(
       new Option(
         '--call-timeout <ms>',
-        'most time an upstream request may take (progress notifications restart it; default 60000)',
+        'most time an upstream request may take (progress notifications restart it; default 60000; an upstream gets at least 60000 to start)',
       ).argParser(integer('--call-timeout', 1)),
     )
     .addOption(maxTurnsOption('with --http: most tool calls that run at once (more wait)'))

@@ -122,7 +122,7 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   sweeper.unref();
   app.all('/mcp', async (c) => {
     const id = c.req.header('mcp-session-id');
-    let transport = id === undefined ? undefined : transports.get(id);
+    const transport = id === undefined ? undefined : transports.get(id);
     if (transport === undefined) {
       if (id !== undefined) {
         return c.json({ jsonrpc: '2.0', error: { code: -32001, message: `Session "${id}" not found` }, id: null }, 404);
@@ -142,13 +142,22 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
           transports.delete(sessionId);
         },
       });
-      transport = created;
       await gateway.connect(created, {
         onClosed: () => {
           seen.delete(created);
           if (created.sessionId !== undefined) transports.delete(created.sessionId);
         },
       });
+      try {
+        return await created.handleRequest(c.req.raw);
+      } finally {
+        // A request without a session that was not an `initialize` (a probe, junk, a client
+        // that skipped the handshake) was answered with an error and opened no session: its
+        // gateway session goes now, not at --session-idle, or a burst of such requests would
+        // hold every --max-sessions slot and lock real clients out.
+        if (created.sessionId === undefined) await created.close().catch(() => undefined);
+        else seen.set(created, Date.now());
+      }
     }
     seen.set(transport, Date.now());
     return transport.handleRequest(c.req.raw);

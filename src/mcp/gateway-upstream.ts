@@ -69,12 +69,32 @@ export function checkUpstreams(upstreams: readonly UpstreamSpec[]): readonly Ups
           `with several upstreams each needs a name (--upstream name=<command or url>), so their tools can be told apart: "${describeUpstream(upstream)}" has none`,
         );
       }
+      const problem = qualifierProblem(upstream.name);
+      if (problem !== undefined) throw new InvalidArgumentError('upstream', problem);
       if (names.has(upstream.name))
         throw new InvalidArgumentError('upstream', `two upstreams are named "${upstream.name}"`);
       names.add(upstream.name);
     }
   }
   return upstreams;
+}
+
+/**
+ * Why `name` cannot qualify tool names unambiguously, if it cannot. A qualified name must say
+ * which upstream it belongs to: with `fs` and `fs__x` both upstreams, `fs__x__echo` is `fs`'s
+ * tool `x__echo` as much as `fs__x`'s `echo` (and with `a` and `a_`, `a___b` is `a`'s `_b` or
+ * `a_`'s `b`), and the first upstream would answer calls, prompts and completions meant for the
+ * other. A name without `__` that does not end in `_` makes the first `__` of a qualified name
+ * its end, so no two upstreams can claim one name.
+ */
+function qualifierProblem(name: string): string | undefined {
+  if (!UPSTREAM_NAME.test(name)) {
+    return `upstream name "${name}" must start with a letter or digit and contain only letters, digits, "_" and "-" (at most 32), so that "${name}${QUALIFIER}tool" is a valid tool name`;
+  }
+  if (name.includes(QUALIFIER) || name.endsWith('_')) {
+    return `upstream name "${name}" may not contain "${QUALIFIER}" or end with "_": it qualifies its tools as "${name}${QUALIFIER}tool", which must not be read as another upstream's tool`;
+  }
+  return undefined;
 }
 
 /** The upstream as a person would recognize it in a message. */
@@ -87,7 +107,7 @@ export function describeUpstream(upstream: UpstreamSpec): string {
 export interface UpstreamConnection {
   readonly spec: UpstreamSpec;
   readonly client: Client;
-  /** The prefix of its tools' downstream names (`github.`), or '' for a single unnamed upstream. */
+  /** The prefix of its tools' downstream names (`github__`), or '' for a single unnamed upstream. */
   readonly prefix: string;
 }
 

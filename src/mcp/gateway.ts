@@ -65,6 +65,8 @@ import {
 
 /** Default bound of one upstream call (ms); progress notifications restart it. */
 export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** Least time an upstream gets to start and answer `initialize` (ms), whatever the call timeout. */
+const CONNECT_TIMEOUT_MS = 60_000;
 /** Messages a session holds while its upstreams connect (what a client sends before `initialize` completes). */
 const MAX_QUEUED_MESSAGES = 1_000;
 /** How long a person may take to answer an approval asked through MCP elicitation (ms). */
@@ -74,7 +76,7 @@ export const APPROVAL_TIMEOUT_MS = 10 * 60_000;
 export interface McpGatewayOptions {
   /** The validated template whose steps and rules apply. */
   template: AgentTemplate;
-  /** The upstream servers (several need names; their tools become `name.tool`). */
+  /** The upstream servers (several need names; their tools become `name__tool`). */
   upstreams: readonly UpstreamSpec[];
   /** Keeps the sessions' state (any store). */
   manager: OrchestrationManager;
@@ -224,7 +226,9 @@ export class McpGateway {
           capabilities,
           env: this.#options.env,
           stderr: this.#options.upstreamStderr,
-          timeoutMs: this.callTimeoutMs,
+          // Starting an upstream is not a call: `npx -y` may download it first, so a tight
+          // --call-timeout (meant for tools/call) must not stop the gateway from starting.
+          timeoutMs: Math.max(this.callTimeoutMs, CONNECT_TIMEOUT_MS),
           version: this.version,
           prepare: (client) => prepare(client, index),
         }),
@@ -267,7 +271,7 @@ export class McpGateway {
 
 /** An upstream tool as the gateway offers it. */
 export interface ExposedTool {
-  /** Its downstream name (`name.tool` with several upstreams). */
+  /** Its downstream name (`name__tool` with several upstreams). */
   readonly name: string;
   readonly upstream: UpstreamConnection;
   /** The upstream's definition, under the downstream name. */
@@ -303,6 +307,8 @@ export class GatewaySession {
   #turn: Turn | undefined;
   /** The tools the client was last told of: a change is announced with `tools/list_changed`. */
   #advertised: string | undefined;
+  /** A call changed the session while others ran: the last one to end announces the tools. */
+  #owed = false;
   #queue: { message: JSONRPCMessage; extra: unknown }[] = [];
   #opening: Promise<void> | undefined;
   #closed = false;
@@ -379,12 +385,20 @@ export class GatewaySession {
     if (capabilities.roots !== undefined) forwarded.roots = capabilities.roots;
     if (capabilities.sampling !== undefined) forwarded.sampling = capabilities.sampling;
     if (capabilities.elicitation !== undefined) forwarded.elicitation = capabilities.elicitation;
-    this.#upstreams = await this.gateway.connectUpstreams(forwarded, (client, index) => this.#prepare(client, index));
-    if (this.#closed) return;
+    const upstreams = await this.gateway.connectUpstreams(forwarded, (client, index) => this.#prepare(client, index));
+    if (this.#closed) {
+      // The client left while they were starting (an HTTP DELETE, an idle sweep, stdin closed):
+      // close() found no upstreams to close, so they are let go here, or each would stay
+      // running, one process per abandoned handshake.
+      await Promise.allSettled(upstreams.map((upstream) => upstream.client.close()));
+      return;
+    }
+    this.#upstreams = upstreams;
     await this.#refreshTools();
     // Claims the session for the template's agent (the session routes show it as one of its
     // sessions), and refuses a session of another agent before anything runs.
     await this.#turn!.begin();
+    if (this.#closed) return; // its upstreams were closed with it
     const server = new Server(
       { name: 'baton-mcp-gateway', version: this.gateway.version },
       { capabilities: this.#capabilities(), ...this.#instructions() },
@@ -514,11 +528,21 @@ export class GatewaySession {
       this.#advertised = allowed.join('\n');
       return { tools: allowed.map((name) => this.#tools.get(name)!.tool) };
     });
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const call = this.#admitted(request.params, extra);
       this.#running.add(call);
-      void call.finally(() => this.#running.delete(call)).catch(() => undefined);
-      return call;
+      try {
+        return await call;
+      } finally {
+        this.#running.delete(call);
+        // A change an earlier call made while this one ran was held back (see #settle); this call
+        // may have ended without a write of its own to announce it (refused, say), so the last
+        // call out says it.
+        if (this.#running.size === 0 && this.#owed) {
+          this.#owed = false;
+          await this.#announce().catch((error: unknown) => this.gateway.reportError(error));
+        }
+      }
     });
     // Everything else goes to the upstream that serves it. The SDK's server answers
     // logging/setLevel itself when it declares logging: here the upstreams must hear it.
@@ -652,7 +676,13 @@ export class GatewaySession {
     }
     // Announced once the session's calls have all settled: while some still run, the allowed set
     // is what holds whichever way they end (narrower), and would flicker with every call.
-    if (state !== undefined && this.#running.size <= 1) await this.#announce(state);
+    if (state === undefined) return;
+    if (this.#running.size <= 1) {
+      this.#owed = false;
+      await this.#announce(state);
+    } else {
+      this.#owed = true;
+    }
   }
 
   /**

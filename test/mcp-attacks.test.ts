@@ -1,0 +1,233 @@
+/**
+ * `baton mcp` under attack: what a hostile or careless MCP client (or operator configuration)
+ * can do to the gateway, and what it must never get. Driven with the official SDK's client and
+ * raw HTTP against the MCP reference servers and the faulty upstream fixture, as the other
+ * gateway tests are.
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  connectStdio,
+  EVERYTHING_SERVER,
+  FILESYSTEM_SERVER,
+  type HttpGatewayProcess,
+  ROOT,
+  type StdioGateway,
+  startHttpGateway,
+  templateFile,
+  textOf,
+  workDir,
+} from './helpers/mcp-gateway.js';
+
+const EDITOR = join(ROOT, 'examples/mcp/careful-editor.json');
+const FAULTY = [process.execPath, '--import', 'tsx', join(ROOT, 'test/fixtures/mcp-faulty-upstream.ts')];
+
+/** The processes `pid` started that are still running and whose command line holds `marker` (POSIX `ps`). */
+function childrenOf(pid: number, marker: string): string[] {
+  const table = execFileSync('ps', ['-A', '-o', 'pid=,ppid=,args='], { encoding: 'utf8' });
+  return table.split('\n').flatMap((line) => {
+    const [, parent, args] = /^\s*\d+\s+(\d+)\s+(.*)$/.exec(line) ?? [];
+    return Number(parent) === pid && args?.includes(marker) ? [args] : [];
+  });
+}
+
+/** A raw Streamable HTTP POST to the gateway's `/mcp`, as any HTTP client can send it. */
+function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+};
+
+describe('HTTP requests that never open an MCP session', () => {
+  let gateway: HttpGatewayProcess;
+
+  beforeAll(async () => {
+    gateway = await startHttpGateway([
+      EDITOR,
+      '--http',
+      '0',
+      '--max-sessions',
+      '2',
+      '--',
+      FILESYSTEM_SERVER,
+      workDir(),
+    ]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('do not use up --max-sessions: a real client still connects after a burst of them', async () => {
+    // No Mcp-Session-Id and no initialize: each is answered with an error and opens nothing.
+    for (let i = 0; i < 4; i++) {
+      const response = await post(gateway.url, { jsonrpc: '2.0', id: i + 1, method: 'tools/list' });
+      expect(response.status).toBe(400);
+      await response.body?.cancel();
+    }
+    const junk = await fetch(`${gateway.url}/mcp`, { method: 'POST', body: 'not json' });
+    expect(junk.status).toBeGreaterThanOrEqual(400);
+    await junk.body?.cancel();
+    const probe = await fetch(`${gateway.url}/mcp`);
+    expect(probe.status).toBeGreaterThanOrEqual(400);
+    await probe.body?.cancel();
+    // The two session slots are still free.
+    const first = await gateway.connect();
+    const second = await gateway.connect();
+    try {
+      expect((await first.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      expect((await second.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  }, 30_000);
+});
+
+describe('an MCP session closed while its upstreams are still starting', () => {
+  let gateway: HttpGatewayProcess;
+  /** The upstream's root: it names the upstream's processes on their command lines. */
+  const root = workDir();
+
+  beforeAll(async () => {
+    gateway = await startHttpGateway([EDITOR, '--http', '0', '--', FILESYSTEM_SERVER, root]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('leaves no upstream process behind', async () => {
+    // The start-up probe's upstream has gone once it is closed.
+    await expect.poll(() => childrenOf(gateway.child.pid!, root), { timeout: 10_000 }).toEqual([]);
+    for (let i = 0; i < 3; i++) {
+      const opened = await post(gateway.url, INITIALIZE);
+      const sessionId = opened.headers.get('mcp-session-id');
+      expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
+      // The client says goodbye at once, before the upstream it caused to start has answered.
+      const deleted = await fetch(`${gateway.url}/mcp`, {
+        method: 'DELETE',
+        headers: { 'mcp-session-id': sessionId!, 'mcp-protocol-version': '2025-06-18' },
+      });
+      expect(deleted.status).toBe(200);
+      await opened.body?.cancel().catch(() => undefined);
+    }
+    // Every upstream those sessions started is let go once it has connected.
+    await expect.poll(() => childrenOf(gateway.child.pid!, root), { timeout: 15_000, interval: 250 }).toEqual([]);
+    // And the gateway still serves.
+    const client = await gateway.connect();
+    try {
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+    } finally {
+      await client.close();
+    }
+  }, 40_000);
+});
+
+describe('several upstreams whose names could be confused', () => {
+  it('are refused at start, rather than have one server answer for another', async () => {
+    const template = templateFile({ id: 'two', tools: ['*'], orchestration: { steps: [] } });
+    // "e__x__echo" could be server "e"'s tool "x__echo" or server "e__x"'s "echo"; "a___b" could be
+    // "a"'s "_b" or "a_"'s "b".
+    for (const [first, second] of [
+      ['e', 'e__x'],
+      ['a', 'a_'],
+    ]) {
+      const error = await connectStdio([
+        template,
+        '--upstream',
+        `${first}=${EVERYTHING_SERVER}`,
+        '--upstream',
+        `${second}=${EVERYTHING_SERVER}`,
+      ]).then(
+        async (gateway) => {
+          // Before the fix: it started, and a prompt of "e__x" went to "e".
+          const prompt = await gateway.client
+            .getPrompt({ name: `${second}__args-prompt`, arguments: { city: 'Oslo' } })
+            .then(
+              () => 'answered',
+              (e: Error) => e.message,
+            );
+          await gateway.close();
+          return new Error(`started; the prompt of ${second}: ${prompt}`);
+        },
+        (e: Error) => e,
+      );
+      expect(String(error)).toMatch(new RegExp(`upstream name "${second}"`));
+    }
+  }, 60_000);
+});
+
+describe('a call refused while another call of the session changes its tools', () => {
+  let gateway: StdioGateway;
+  let changes = 0;
+
+  afterEach(() => gateway?.close());
+
+  it('still gets the client a tools/list_changed once the session is idle', async () => {
+    // "ok" moves the session to step "After"; "slow" needs a person's approval, which is declined.
+    const template = templateFile({
+      id: 'busy',
+      tools: ['ok', 'slow', 'hang'],
+      orchestration: {
+        steps: [
+          { name: 'Start', isDefault: true, availableTools: { allowed: ['ok', 'slow'] } },
+          {
+            name: 'After',
+            conditions: [{ type: 'tool_used', value: 'ok' }],
+            availableTools: { allowed: ['slow', 'hang'] },
+          },
+        ],
+        rules: [{ tools: ['slow'], effect: 'approve', reason: 'A person starts slow work' }],
+      },
+    });
+    gateway = await connectStdio([template, '--', ...FAULTY], {
+      client: { capabilities: { elicitation: {} } },
+      onClient: (client) => {
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+          changes++;
+        });
+        // While the person thinks, the client runs "ok" (which changes the tools), then declines.
+        client.setRequestHandler(ElicitRequestSchema, async () => {
+          const ok = await client.callTool({ name: 'ok', arguments: {} });
+          expect(textOf(ok)).toBe('ok');
+          return { action: 'decline' };
+        });
+      },
+    });
+    expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['ok', 'slow']);
+    const declined = await gateway.client.callTool({ name: 'slow', arguments: { ms: 10 } });
+    expect(declined.isError).toBe(true);
+    expect(textOf(declined)).toContain('A person starts slow work');
+    // The set the client was told of ([ok, slow]) is no longer true: it must hear so.
+    await expect.poll(() => changes, { timeout: 3_000 }).toBeGreaterThan(0);
+    expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['hang', 'slow']);
+  }, 60_000);
+});
+
+describe('an upstream slower to start than --call-timeout', () => {
+  it('still starts: the call timeout bounds calls, not the upstream’s start', async () => {
+    const dir = workDir();
+    // An upstream that takes a second to come up, as `npx -y` does while it downloads a server.
+    const gateway = await connectStdio([
+      EDITOR,
+      '--call-timeout',
+      '500',
+      '--',
+      'sh',
+      '-c',
+      `sleep 1.5 && exec "${FILESYSTEM_SERVER}" "${dir}"`,
+    ]);
+    try {
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      expect(textOf(await gateway.client.callTool({ name: 'list_directory', arguments: { path: dir } }))).toBe('');
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});
