@@ -21,10 +21,20 @@ import { InvalidArgumentError } from '../core/errors.js';
 /** Shortest approval key accepted, in bytes: an HMAC-SHA256 key below the hash size weakens it. */
 export const MIN_TOOL_APPROVAL_KEY_BYTES = 32;
 
-/** What an approval secret is scoped to: the session, and the agent when there are several. */
+/**
+ * What an approval secret is scoped to: the session, the agent when there are several, and
+ * optionally the user message the turn answers.
+ */
 export interface ToolApprovalScope {
   sessionId: string;
   agentId?: string;
+  /**
+   * The identity of the user message the turn answers (the server uses the key the session
+   * records for it, `lastMessageKey`). Given, an approval verifies only in a request that answers
+   * the same message, so an approval asked for in one turn cannot be carried past a later user
+   * message into another turn of the session. Absent, every turn of the session shares the secret.
+   */
+  turn?: string;
 }
 
 /** Separates these secrets from anything else derived from the same key (state tokens). */
@@ -32,11 +42,18 @@ const SALT = 'baton-agents tool approval v1';
 
 /**
  * The `experimental_toolApprovalSecret` of a turn: HKDF-SHA256 of `key` for this session and
- * agent. Approvals issued under it verify only in the same session of the same agent.
+ * agent (and, given `scope.turn`, the user message it answers). Approvals issued under it verify
+ * only in the same session of the same agent (answering the same message).
  */
 export function toolApprovalSecret(key: string | Uint8Array, scope: ToolApprovalScope): Uint8Array {
   const bytes = toolApprovalKeyBytes(key, 'key');
-  const info = JSON.stringify([scope.agentId ?? null, scope.sessionId]);
+  // Without a turn, the info is what it always was, so secrets of session scopes do not change.
+  // A turn is a digest: it holds a client's message id, and HKDF takes at most 1024 bytes of info.
+  const info = JSON.stringify(
+    scope.turn === undefined
+      ? [scope.agentId ?? null, scope.sessionId]
+      : [scope.agentId ?? null, scope.sessionId, createHash('sha256').update(scope.turn, 'utf8').digest('base64url')],
+  );
   return new Uint8Array(hkdfSync('sha256', bytes, SALT, info, 32));
 }
 

@@ -17,6 +17,7 @@ import {
 import { countingOfflineModel, errorOf, userMessage } from '../../test/helpers/chat-requests.js';
 import { mockModel } from '../../test/helpers/mock-model.js';
 import { toolApprovalSecret } from '../ai-sdk/tool-approval-secret.js';
+import { latestUserMessage } from '../core/messages.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadTemplate } from '../templates/load-template.js';
 import type { SessionResponse } from './api-types.js';
@@ -354,15 +355,17 @@ describe('stored sessions', () => {
 });
 
 /**
- * The approval the AI SDK issues for the call of `part` in the client's session and agent, with
- * a secret derived from `key` (not the server's): its id and signature.
+ * The approval the AI SDK issues for the call of `part` in the client's session, agent and user
+ * message, with a secret derived from `key` (not the server's): its id and signature.
  */
 async function issuedElsewhere(
   key: string,
   client: ApprovalClient,
   part: Record<string, unknown>,
 ): Promise<{ id: string; signature: string }> {
-  const secret = toolApprovalSecret(key, { agentId: client.agentId, sessionId: client.sessionId! });
+  // The scope the server signs a turn's approvals for: its agent, session and user message.
+  const turn = latestUserMessage(client.messages)!.key;
+  const secret = toolApprovalSecret(key, { agentId: client.agentId, sessionId: client.sessionId!, turn });
   const { model } = mockModel([{ calls: [{ tool: 'pay', id: part.toolCallId as string, input: part.input }] }]);
   const result = await generateText({
     model,

@@ -23,11 +23,12 @@
  *
  * A granted approval makes the server run a call the client names, with the input the client
  * sends, so it is accepted only as this server issued it: signed (the AI SDK's
- * `approval.signature`) under the secret of this agent and session, for this approval id, call
- * id, tool and input; its call the only tool part with its id; and, on the session as it is
- * before the turn ({@link checkGrantsUsable}), a call the session has not seen yet, requested in
- * answer to the user message the session last handled. A forged, altered, moved or replayed approval is
- * refused, and nothing runs.
+ * `approval.signature`) under the secret of this agent, session and user message (the request's
+ * latest, which the turn that asked answered too), for this approval id, call id, tool and input;
+ * its call the only tool part with its id; and, on the session as it is before the turn
+ * ({@link checkGrantsUsable}), a call the session has not seen yet, and that user message the one
+ * the session last handled. A forged, altered, moved or replayed approval is refused, and nothing
+ * runs.
  */
 import type { SignedToolApproval, ToolApprovalScope } from '../ai-sdk/tool-approval-secret.js';
 import { latestUserMessage } from '../core/messages.js';
@@ -46,8 +47,9 @@ export interface LooseMessage {
 export interface HistoryApprovals {
   keys: ApprovalKeys;
   /**
-   * The agent and the session the request continues, or undefined for a new session (which
-   * cannot hold an approval). Asked only when the history grants one.
+   * The agent and the session the request continues, and the user message it answers (`turn`),
+   * or undefined for a new session (which cannot hold an approval). Asked only when the history
+   * grants one.
    */
   scope: () => ToolApprovalScope | undefined;
 }
@@ -161,7 +163,7 @@ export function checkHistory(
           if (signer === undefined) {
             throw refusal(
               '.approval.signature',
-              `${call} is approved, but this server did not ask for that approval: its signature does not match this agent, session, approval id, call id, tool and input`,
+              `${call} is approved, but this server did not ask for that approval: its signature does not match this agent, session, user message, approval id, call id, tool and input`,
             );
           }
           key = signer;

@@ -22,25 +22,55 @@ const sessionIdSchema = z
  */
 const BASE64_DATA_URL = /^data:[^,]*;base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 
+/** Why a part naming a file by anything but inline data is refused. */
+const DATA_URL_ONLY =
+  'expected a base64 data: URL (data:<media type>;base64,<data>); the server does not download files named by URL';
+
 /**
- * One part of a UI message; its content is checked by the AI SDK's own validator, except a
- * file part's URL, which the SDK parses only while converting the messages (an unparsable one
- * threw a TypeError there, a 500) or decodes and fetches only after the stream started (a 200
- * that fails).
+ * The checks of one part's files that the AI SDK's validator does not make, added to `context`
+ * at `path` (relative to the part being refused). The SDK parses a file's URL only while
+ * converting the messages (an unparsable one threw a TypeError there, a 500) or decodes and
+ * fetches it only after the stream started (a 200 that fails).
+ *
+ * - `file` and `reasoning-file` parts: only inline data. The AI SDK downloads http(s) file URLs,
+ *   and a server that fetched any URL a client names could be made to read its own private
+ *   network; a reasoning file's URL goes through `new URL()` like a file's.
+ * - no `providerReference` on a file: the AI SDK then sends the provider that reference instead
+ *   of the data, so a client could have the model read any file stored in the server's provider
+ *   account (another user's upload) by naming its id.
+ * - a `steering-message` part (a user message the AI SDK puts inside an assistant message) is a
+ *   user message to the model: its files are checked like the others, and converted with
+ *   `new URL()` and downloaded like a user's files.
  */
-const partSchema = z.looseObject({ type: z.string().min(1) }).superRefine((part, context) => {
-  if (part.type !== 'file' || typeof part.url !== 'string') return;
-  // Only inline data: the AI SDK downloads http(s) file URLs, and a server that fetched any URL a
-  // client names could be made to read its own private network.
-  if (!BASE64_DATA_URL.test(part.url)) {
-    context.addIssue({
-      code: 'custom',
-      path: ['url'],
-      message:
-        'expected a base64 data: URL (data:<media type>;base64,<data>); the server does not download files named by URL',
-    });
+function checkPartFiles(part: Record<string, unknown>, context: z.RefinementCtx, path: readonly (string | number)[]) {
+  if (part.type === 'file' || part.type === 'reasoning-file') {
+    if (typeof part.url === 'string' && !BASE64_DATA_URL.test(part.url)) {
+      context.addIssue({ code: 'custom', path: [...path, 'url'], message: DATA_URL_ONLY });
+    }
+    if (part.providerReference !== undefined) {
+      context.addIssue({
+        code: 'custom',
+        path: [...path, 'providerReference'],
+        message:
+          'a file is sent as inline data only; the server does not pass on a provider file reference a client names',
+      });
+    }
+  } else if (part.type === 'steering-message' && Array.isArray(part.parts)) {
+    for (const [index, nested] of part.parts.entries()) {
+      if (typeof nested === 'object' && nested !== null) {
+        checkPartFiles(nested as Record<string, unknown>, context, [...path, 'parts', index]);
+      }
+    }
   }
-});
+}
+
+/**
+ * One part of a UI message; its content is checked by the AI SDK's own validator, except the
+ * files it holds ({@link checkPartFiles}).
+ */
+const partSchema = z
+  .looseObject({ type: z.string().min(1) })
+  .superRefine((part, context) => checkPartFiles(part, context, []));
 
 /** A UI message as `useChat` sends it. */
 const uiMessageSchema = z.looseObject({
@@ -166,17 +196,27 @@ export function parseChatBody(
 function checkMessageText(messages: readonly z.infer<typeof uiMessageSchema>[], maxChars: number): void {
   for (const [i, message] of messages.entries()) {
     let chars = 0;
-    for (const [j, part] of message.parts.entries()) {
-      if (part.type !== 'text' || typeof part.text !== 'string') continue;
+    const count = (part: Record<string, unknown>, path: string) => {
+      if (part.type === 'steering-message' && Array.isArray(part.parts)) {
+        // A steering message's text parts reach the model as a user message's: they count too.
+        for (const [k, nested] of part.parts.entries()) {
+          if (typeof nested === 'object' && nested !== null) {
+            count(nested as Record<string, unknown>, `${path}.parts[${k}]`);
+          }
+        }
+        return;
+      }
+      if (part.type !== 'text' || typeof part.text !== 'string') return;
       chars += part.text.length;
       if (chars > maxChars) {
         throw new HttpError(
           'message-too-large',
           `Message ${i} has more than ${maxChars} characters of text; this server accepts at most ${maxChars} per message.`,
-          { path: `body.messages[${i}].parts[${j}].text` },
+          { path: `${path}.text` },
         );
       }
-    }
+    };
+    for (const [j, part] of message.parts.entries()) count(part, `body.messages[${i}].parts[${j}]`);
   }
 }
 

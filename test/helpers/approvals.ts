@@ -46,9 +46,9 @@ export class ApprovalClient {
     readonly agentId: string,
   ) {}
 
-  /** Sends a user message; the answer is appended to the conversation. */
-  async say(text: string): Promise<Answer> {
-    this.messages.push(userMessage(text) as UIMessage);
+  /** Sends a user message (with the id given, else a random one); the answer is appended to the conversation. */
+  async say(text: string, id?: string): Promise<Answer> {
+    this.messages.push(userMessage(text, id) as UIMessage);
     return this.send();
   }
 

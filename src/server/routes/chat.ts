@@ -12,6 +12,8 @@ import { safeValidateUIMessages, type UIMessage } from 'ai';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
 import { finalSnapshot, stepSnapshot } from '../../ai-sdk/orchestration-snapshot.js';
+import type { ToolApprovalScope } from '../../ai-sdk/tool-approval-secret.js';
+import { latestUserMessage } from '../../core/messages.js';
 import type { OrchestrationSnapshot } from '../api-types.js';
 import type { ApprovalKeys } from '../approval-keys.js';
 import { checkGrantsUsable, checkHistory, type LooseMessage } from '../chat-history.js';
@@ -50,11 +52,15 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
       try {
         const body = parseChatBody(parseJsonBody(await c.req.text()), maxMessages, maxMessageChars);
         const named = { sessionId: body.sessionId, sessionField: body.sessionField, token: c.req.header(STATE_HEADER) };
+        // The user message this turn answers, as the session records it (its lastMessageKey).
+        // Approvals are signed for it, so that one asked for in an earlier turn cannot be carried
+        // past a newer message (see checkGrantsUsable, which checks the session handled it last).
+        const turnKey = latestUserMessage(body.messages as Parameters<typeof latestUserMessage>[0])?.key;
         const history = checkHistory(body.messages, served.toolNames, {
           keys: approvals,
           scope: () => {
             const sessionId = sessions.sessionOf(named);
-            return sessionId === undefined ? undefined : { agentId, sessionId };
+            return sessionId === undefined ? undefined : approvalScope(agentId, sessionId, turnKey);
           },
         });
         // Granted approvals are checked against the session as it is before the turn begins
@@ -70,9 +76,9 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
             sessionId,
             manager: turn.manager,
             abortSignal: signal,
-            // The approvals this turn asks for are signed for this agent and session, under the
-            // key that signed the ones it runs (so that a turn during a key rotation verifies).
-            toolApprovalSecret: approvals.secret({ agentId, sessionId }, history.key),
+            // The approvals this turn asks for are signed for this agent, session and user message,
+            // under the key that signed the ones it runs (so that a turn during a key rotation verifies).
+            toolApprovalSecret: approvals.secret(approvalScope(agentId, sessionId, turnKey), history.key),
             // The response reads the turn to its end whatever the client's pace (chat-stream.ts).
             callerDrains: true,
             onStep: (info) => {
@@ -124,6 +130,11 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
       return c.body(null, 204);
     })
     .all('/:agentId/:chatId/stream', methodNotAllowed('GET'));
+}
+
+/** The scope of a turn's approvals: its agent, its session and the user message it answers. */
+function approvalScope(agentId: string, sessionId: string, turn: string | undefined): ToolApprovalScope {
+  return turn === undefined ? { agentId, sessionId } : { agentId, sessionId, turn };
 }
 
 /**
