@@ -231,3 +231,48 @@ describe('an upstream slower to start than --call-timeout', () => {
     }
   }, 60_000);
 });
+
+describe('a call a person must approve, with an input padded to hide what matters', () => {
+  let gateway: StdioGateway | undefined;
+  afterEach(() => gateway?.close());
+
+  /** A gateway whose `ok` needs a person; `asked` collects what the person was shown, `answer` is theirs. */
+  async function approving(asked: string[], answer: 'accept' | 'decline') {
+    const template = templateFile({
+      id: 'padded',
+      tools: ['ok'],
+      orchestration: {
+        steps: [{ name: 'Start', isDefault: true, availableTools: { allowed: ['ok'] } }],
+        rules: [{ tools: ['ok'], effect: 'approve', reason: 'A person checks every call' }],
+      },
+    });
+    return connectStdio([template, '--', ...FAULTY], {
+      client: { capabilities: { elicitation: {} } },
+      onClient: (client) => {
+        client.setRequestHandler(ElicitRequestSchema, async (request) => {
+          asked.push(String(request.params.message));
+          return { action: answer };
+        });
+      },
+    });
+  }
+
+  it('shows the person the whole input, never a clipped one', async () => {
+    const asked: string[] = [];
+    gateway = await approving(asked, 'accept');
+    // What matters (ms) comes after 3,000 characters of padding.
+    const result = await gateway.client.callTool({ name: 'ok', arguments: { note: 'x'.repeat(3_000), ms: 5_000 } });
+    expect(textOf(result)).toBe('ok');
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain('"ms":5000');
+  }, 60_000);
+
+  it('asks nobody, and runs nothing, when the input is too long to show whole', async () => {
+    const asked: string[] = [];
+    gateway = await approving(asked, 'accept');
+    const result = await gateway.client.callTool({ name: 'ok', arguments: { note: 'x'.repeat(20_000), ms: 5_000 } });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toContain('too long to show whole');
+    expect(asked).toEqual([]);
+  }, 60_000);
+});

@@ -71,6 +71,12 @@ const CONNECT_TIMEOUT_MS = 60_000;
 const MAX_QUEUED_MESSAGES = 1_000;
 /** How long a person may take to answer an approval asked through MCP elicitation (ms). */
 export const APPROVAL_TIMEOUT_MS = 10 * 60_000;
+/**
+ * Longest call input (JSON characters) shown to a person for approval. The whole input is shown
+ * or the person is not asked: a clipped one would let a model put what matters (an amount, a
+ * path) past the cut, behind padding, and have it approved unseen.
+ */
+export const MAX_APPROVAL_INPUT_CHARS = 10_000;
 
 /** Options of {@link McpGateway}. */
 export interface McpGatewayOptions {
@@ -704,6 +710,11 @@ export class GatewaySession {
     if (server?.getClientCapabilities()?.elicitation === undefined) return refusal;
     // The refused request's id is spent (a call id is decided once): the approval is asked, and
     // the approved call requested, under an id of its own, which the approval is bound to.
+    const input = JSON.stringify(args);
+    if (input.length > MAX_APPROVAL_INPUT_CHARS) {
+      const message = `${refusal.reason.message} (no person was asked: the input, ${input.length} characters, is too long to show whole, and at most ${MAX_APPROVAL_INPUT_CHARS} are shown)`;
+      return { ...refusal, reason: { ...refusal.reason, message } };
+    }
     const approvalId = `${toolCallId}-approved`;
     turn.approvalRequested(name, approvalId, digest, refusal.reason.rule);
     await turn.flush();
@@ -711,7 +722,7 @@ export class GatewaySession {
     try {
       const answer = await server.elicitInput(
         {
-          message: `Approve the call of "${name}" with ${clip(JSON.stringify(args), 2_000)}? ${refusal.reason.message}`,
+          message: `Approve the call of "${name}" with ${input}? ${refusal.reason.message}`,
           requestedSchema: { type: 'object', properties: {} },
         },
         { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS },
@@ -812,10 +823,6 @@ function progressRelay(extra: RequestExtra): {
 }
 
 /** `text`, cut to `max` characters with an ellipsis. */
-function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}…`;
-}
-
 function toolError(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
