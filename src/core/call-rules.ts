@@ -52,7 +52,10 @@ export class RuleInputs {
       this.#converted = true;
       try {
         this.#args = celValue(this.#facts.args ?? {});
-        this.#context = contextValue(this.#facts.context);
+        // Converted for each request, never cached by object: a caller may pass the same
+        // context object again after changing it (a user whose role was taken away), and a
+        // rule must judge what the context says now, not what it said the first time.
+        this.#context = celValue(this.#facts.context ?? {});
       } catch (error) {
         this.#error = error instanceof Error ? error.message : String(error);
       }
@@ -60,20 +63,6 @@ export class RuleInputs {
     if (this.#error !== undefined) throw new RuleEvaluationError(this.#error);
     return { tool, args: this.#args, state: celState(state), context: this.#context };
   }
-}
-
-/** A turn's context as rules read it, converted once per context object (a turn passes the same one). */
-const contextValues = new WeakMap<object, unknown>();
-const NO_CONTEXT = celValue({});
-
-function contextValue(context: Readonly<Record<string, unknown>> | undefined): unknown {
-  if (context === undefined) return NO_CONTEXT;
-  let value = contextValues.get(context);
-  if (value === undefined) {
-    value = celValue(context);
-    contextValues.set(context, value);
-  }
-  return value;
 }
 
 /** What the rules made of a call in one outcome. */
@@ -216,7 +205,10 @@ export function usedCount(
   if (count === undefined || period === undefined) return 0;
   switch (period.kind) {
     case 'turn':
-      return count.key === (message?.key ?? state.lastMessageKey) ? count.n : 0;
+      // The same key as `countCall` writes: without any user message the calls share one turn
+      // (key ''), so a per-turn limit still holds; comparing with undefined would never match,
+      // and every such call would find the count at 0.
+      return count.key === turnKey(state, message) ? count.n : 0;
     case 'window': {
       let n = 0;
       for (const at of count.at ?? []) if (at > now - period.ms) n++;
@@ -225,6 +217,11 @@ export function usedCount(
     default:
       return count.n;
   }
+}
+
+/** The turn a per-turn count belongs to: the user message in effect, '' when there never was one. */
+function turnKey(state: OrchestrationState, message: MessageInfo | undefined): string {
+  return message?.key ?? state.lastMessageKey ?? '';
 }
 
 /**
@@ -248,7 +245,7 @@ export function countCall(
     const previous = counts[id];
     const period = limit.period;
     if (period.kind === 'turn') {
-      const key = message?.key ?? state.lastMessageKey ?? '';
+      const key = turnKey(state, message);
       counts[id] = { n: previous?.key === key ? previous.n + 1 : 1, key };
     } else if (period.kind === 'window') {
       const recent = (previous?.at ?? []).filter((at) => at > now - period.ms);

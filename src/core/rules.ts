@@ -13,12 +13,16 @@
  * load beyond that); and a call's arguments are at most {@link MAX_ARGUMENT_NODES} values, lists
  * of at most {@link MAX_LIST_LENGTH}, nested {@link MAX_ARGUMENT_DEPTH} deep (a call with more is
  * refused, as a rule that fails to evaluate is). So one evaluation visits at most
- * MAX_LIST_LENGTH^2 elements.
+ * MAX_LIST_LENGTH^2 elements. And `matches()` runs on RE2 (re2js, linear time, the syntax the CEL
+ * spec gives it), not on the evaluator's JavaScript `RegExp`, whose backtracking a crafted input can
+ * make take exponential time (`'^(a+)+$'` against forty `a`s and a `!`); its pattern is written in
+ * the rule (a string literal, checked when the template loads), so no input chooses the regex.
  *
  * A rule that fails to evaluate (a missing key, a type error at run time, arguments too large)
  * refuses the call and says why: fail closed, as the AI SDK's policy packages do.
  */
 import { Environment, type ObjectSchema } from '@marcbachmann/cel-js';
+import { RE2JS } from 're2js';
 import { type CompiledPattern, firstMatch } from './patterns.js';
 import type { Rule } from './schema.js';
 import type { OrchestrationState } from './state.js';
@@ -92,8 +96,37 @@ const base = new Environment({ limits: LIMITS, homogeneousAggregateLiterals: fal
   .registerVariable('tool', 'string', { description: 'The name of the tool called' })
   .registerVariable('context', 'map', { description: 'What the caller passes with the turn' })
   .registerVariable({ name: 'state', schema: STATE_SCHEMA, description: "The session's orchestration state" });
+/**
+ * The method that `matches()` is evaluated as: the evaluator's own `matches` uses JavaScript's
+ * backtracking `RegExp` and cannot be replaced, so a rule's expression is evaluated with its
+ * `matches` calls renamed to this one (see {@link linearRegexes}).
+ */
+const LINEAR_MATCHES = 'matchesRe2';
+
+/** The compiled patterns of `matches()`, by pattern (they are literals of templates: few, and kept). */
+const patterns = new Map<string, RE2JS>();
+
+function linearMatches(text: string, pattern: string): boolean {
+  let regex = patterns.get(pattern);
+  if (regex === undefined) {
+    try {
+      regex = RE2JS.compile(pattern);
+    } catch (error) {
+      throw new RuleEvaluationError(`invalid regular expression ${JSON.stringify(pattern)}: ${firstLine(error)}`);
+    }
+    if (patterns.size < 10_000) patterns.set(pattern, regex);
+  }
+  // A search, as CEL's matches() is: the pattern may match any part of the text.
+  return regex.test(text);
+}
+
 /** Expressions are evaluated here: `args` is any map (checked per tool schema where one is known). */
-const environment = base.clone().registerVariable('args', 'map', { description: "The call's input" });
+const environment = base
+  .clone()
+  .registerVariable('args', 'map', { description: "The call's input" })
+  .registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches, {
+    description: 'matches() on RE2 (linear time)',
+  });
 
 /** One compiled expression of the evaluator. */
 type Program = ReturnType<Environment['parse']>;
@@ -124,7 +157,81 @@ function compileExpression(expression: string): { program?: Program; problem?: s
   if (checked.type !== 'bool' && checked.type !== 'dyn') {
     return { problem: `the expression is of type ${checked.type}; a rule needs a boolean (true or false)` };
   }
-  return { program };
+  return linearRegexes(expression, program);
+}
+
+/** A `matches()` call in an expression's AST: where its method name is, and its pattern. */
+interface MatchesCall {
+  /** Where the text between the receiver and the pattern starts and ends. */
+  readonly from: number;
+  readonly to: number;
+  readonly pattern: unknown;
+}
+
+/**
+ * `program` with every `matches()` evaluated on RE2 (see the module comment): the expression is
+ * parsed again with the calls renamed. A pattern that is not a string literal, or not valid RE2,
+ * is a problem of the template.
+ */
+function linearRegexes(expression: string, program: Program): { program?: Program; problem?: string } {
+  const calls: MatchesCall[] = [];
+  findMatchesCalls(program.ast, calls);
+  if (calls.length === 0) return { program };
+  let source = expression;
+  // From the last call to the first, so the positions of the earlier ones still hold.
+  calls.sort((a, b) => b.from - a.from);
+  for (const call of calls) {
+    const pattern = call.pattern as { op?: unknown; args?: unknown } | undefined;
+    if (pattern?.op !== 'value' || typeof pattern.args !== 'string') {
+      return {
+        problem:
+          'the pattern of matches() must be a string written in the rule, so that no input chooses the regular expression',
+      };
+    }
+    try {
+      RE2JS.compile(pattern.args);
+    } catch (error) {
+      return { problem: `matches() takes an RE2 pattern: ${firstLine(error)}` };
+    }
+    const gap = source.slice(call.from, call.to);
+    const at = gap.search(/\bmatches\b/);
+    if (at >= 0) {
+      const start = call.from + at;
+      source = `${source.slice(0, start)}${LINEAR_MATCHES}${source.slice(start + 'matches'.length)}`;
+    }
+  }
+  let linear: Program;
+  try {
+    linear = environment.parse(source);
+  } catch (error) {
+    return { problem: firstLine(error) };
+  }
+  // Never evaluated with the backtracking matches(): refused if a call could not be renamed.
+  const left: MatchesCall[] = [];
+  findMatchesCalls(linear.ast, left, 'matches');
+  if (left.length > 0) return { problem: 'write matches() as text.matches("pattern")' };
+  return { program: linear };
+}
+
+/** The calls of `matches()` (and of {@link LINEAR_MATCHES}, unless `only` names one) in an AST. */
+function findMatchesCalls(node: unknown, out: MatchesCall[], only?: string): void {
+  if (Array.isArray(node)) {
+    for (const item of node) findMatchesCalls(item, out, only);
+    return;
+  }
+  if (typeof node !== 'object' || node === null) return;
+  const { op, args } = node as { op?: unknown; args?: unknown };
+  if (op === 'rcall' && Array.isArray(args)) {
+    const [name, receiver, callArgs] = args as [unknown, { end?: unknown } | undefined, unknown];
+    const named = only === undefined ? name === 'matches' || name === LINEAR_MATCHES : name === only;
+    if (named && Array.isArray(callArgs)) {
+      const pattern = callArgs[0] as { start?: unknown } | undefined;
+      const from = typeof receiver?.end === 'number' ? receiver.end : 0;
+      const to = typeof pattern?.start === 'number' ? pattern.start : from;
+      out.push({ from, to, pattern });
+    }
+  }
+  findMatchesCalls(args, out, only);
 }
 
 /**
