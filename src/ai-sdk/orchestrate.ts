@@ -58,7 +58,15 @@ import {
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { endNow, readAhead, releaseEvents, requestNow, stepStartedNow, Turn } from '../orchestration/turn.js';
+import {
+  type CallInput,
+  endNow,
+  readAhead,
+  releaseEvents,
+  requestNow,
+  stepStartedNow,
+  Turn,
+} from '../orchestration/turn.js';
 import { budgetSpentModel } from './budget-spent-model.js';
 import { assertOrchestrateOptions } from './check-orchestrate-options.js';
 import { inputDigest } from './input-digest.js';
@@ -414,6 +422,34 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     if (!turn.started) await turn.begin();
     projected ??= turn.state;
   };
+  let denialsNoted = false;
+  /**
+   * Once per turn, once it has begun: the calls whose approval a person denied in the request's
+   * last message (`messages`, the AI SDK's initial messages) are handed to the turn, and go with
+   * its first write. The AI SDK answers them itself and never runs them, so Baton would not hear
+   * of them otherwise, and the same call approved in a later request of the turn would run.
+   */
+  const noteDenials = (messages: readonly ModelMessage[]) => {
+    if (denialsNoted) return;
+    denialsNoted = true;
+    const denied = deniedCalls(messages);
+    if (denied.length === 0) return;
+    for (const id of denied) turn.approvalDenied(id);
+    // This request's calls are decided knowing them: a denied id is not approved again here.
+    projected = turn.state;
+    unprojected = [];
+  };
+  /**
+   * What a call's request says of its input: its arguments and their digest when rules read
+   * them; the digest alone under a durable engine (`turnId`), where a replay gets the original
+   * call's decision only for the same input; else nothing (a digest costs a serialization).
+   */
+  const callInput = (input: unknown, approved: boolean): CallInput =>
+    plan.hasRules
+      ? { args: input, argsDigest: inputDigest(input), approved }
+      : options.turnId !== undefined
+        ? { argsDigest: inputDigest(input) }
+        : NO_CALL_INPUT;
   const decideLocally = (
     tool: string,
     toolCallId: string,
@@ -431,7 +467,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         toolCallId,
         agentTools: toolNames,
         offered: offeredNow,
-        ...(plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved } : {}),
+        ...callInput(input, approved),
         ...(options.turnId !== undefined ? { turnId: options.turnId } : {}),
       },
       context(),
@@ -450,7 +486,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         tool,
         toolCallId,
         offered,
-        plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: false } : {},
+        callInput(input, false),
         // Its events wait for `execute`: they belong on the AI SDK's span of the tool call.
         true,
       );
@@ -479,12 +515,42 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     }
     reserving.clear();
   };
-  const project = (tool: string, toolCallId: string) => {
+  /**
+   * Projects a call the approval hook let through (or sent to a person) as if it ran, for the
+   * next call of the step. With its input, so that rules with conditions judge it as they will
+   * when it runs (without, every `when` fails closed and nothing counts); `askedBy`: the rule
+   * that asked a person now, whose approval the projection assumes given; `approved`: a call
+   * resumed with an approval the session holds.
+   */
+  const project = (tool: string, toolCallId: string, input: unknown, approved: boolean, askedBy?: string) => {
     approvedInStep++;
-    const calls: TransitionInput[] = [
-      { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
-      { type: 'tool-completed', toolCallId },
-    ];
+    let calls: TransitionInput[];
+    if (plan.hasRules) {
+      // Only with rules: nothing else reads the input, and its digest costs a serialization.
+      const argsDigest = inputDigest(input);
+      const requested: TransitionInput = {
+        type: 'tool-requested',
+        tool,
+        toolCallId,
+        agentTools: toolNames,
+        args: input,
+        argsDigest,
+        approved: approved || askedBy !== undefined,
+      };
+      calls =
+        askedBy === undefined
+          ? [requested, { type: 'tool-completed', toolCallId }]
+          : [
+              { type: 'approval-requested', tool, toolCallId, argsDigest, rule: askedBy },
+              requested,
+              { type: 'tool-completed', toolCallId },
+            ];
+    } else {
+      calls = [
+        { type: 'tool-requested', tool, toolCallId, agentTools: toolNames },
+        { type: 'tool-completed', toolCallId },
+      ];
+    }
     // Deferred only on a fixed base (a prepared step's state): `turn.state` moves as calls run.
     if (projected !== undefined) unprojected.push(...calls);
     else if (turn.state !== undefined) projected = transitionAll(plan, turn.state, calls, context()).state;
@@ -587,6 +653,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
               adoptMessages(execution.messages);
               await turn.begin();
             }
+            // A resumed call the approval hook did not see (a replaced toolApproval).
+            if (resumed) noteDenials(execution.messages);
             // Decided and reserved in one atomic update: a concurrent turn sees the reservation.
             // An approved call resumed from the history was offered by an earlier request: what
             // counts is whether it is allowed now.
@@ -603,7 +671,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
                 resumed ? undefined : offered,
                 // A resumed call ran through the AI SDK's approval: an approve rule checks that
                 // Baton asked for it, for this input, in this state.
-                plan.hasRules ? { args: input, argsDigest: inputDigest(input), approved: resumed } : {},
+                callInput(input, resumed),
               );
             try {
               decision = requested instanceof Promise ? await requested : requested;
@@ -665,6 +733,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       if (resumed) {
         adoptMessages(messages);
         await begin();
+        noteDenials(messages);
       } else if (prepared === 0) {
         const error = wiringProblem(
           'prepareStep',
@@ -687,7 +756,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         options.turnId !== undefined &&
         turn.state?.approvals?.some((approval) => approval.id === id && approval.digest === digest) === true;
       if (!asked) turn.approvalRequested(name, id, digest, decision.reason.rule);
-      project(name, id);
+      project(name, id, toolCall.input, false, decision.reason.rule);
       awaitingApproval = true;
       // The rule's reason goes to the person asked (the UI's `approval.requestReason`).
       return { type: 'user-approval', reason: decision.reason.message };
@@ -705,7 +774,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // approval's call, or waits for a person who approves it): a person is never asked to
     // approve a call that could only run if an earlier one of the step were refused.
     const first = approvedInStep === 0;
-    project(name, id);
+    project(name, id, toolCall.input, resumed);
     if (status.type === 'user-approval') {
       if (!resumed) awaitingApproval = true;
     } else if (
@@ -749,6 +818,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     const { decision, state } = started instanceof Promise ? await started : started;
     projected = state;
     unprojected = [];
+    // The turn's first model step: the request's history is known, and the turn has begun.
+    if (!denialsNoted) noteDenials(step.initialMessages);
     const activeStep = plan.step(decision.activeStep);
     const app: PrepareStepResult<TOOLS, RUNTIME_CONTEXT> | undefined =
       options.prepareStep === undefined ? undefined : await options.prepareStep(step);
@@ -871,6 +942,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   };
 }
 
+/** A call request that says nothing of its input (no rules, no durable engine). */
+const NO_CALL_INPUT: CallInput = Object.freeze({});
+
 /**
  * Tools' input schemas, each converted once, by the app's schema object. The AI SDK converts a
  * zod (or other standard) schema to JSON Schema again for every tool it offers at every model
@@ -916,6 +990,38 @@ function isResumedCall(messages: readonly ModelMessage[], toolCallId: string, pr
     }
   }
   return false;
+}
+
+/**
+ * Most denials of one request handed to the session: a real request answers the approvals of one
+ * model step, and a client's tool message naming hundreds would push the session's real call
+ * ids out of its bounded list of seen ids (which is what refuses an approval replayed later).
+ */
+const DENIALS_LIMIT = 16;
+const NO_DENIALS: readonly string[] = [];
+
+/**
+ * The call ids whose approval the history's last message denies, where the AI SDK collects
+ * approvals (it answers them with `execution-denied`, and never runs them). A call the message
+ * both approves and denies counts as denied: the AI SDK acts on a call's first answer, but
+ * conflicting answers are no approval, so Baton refuses it. Like {@link isResumedCall}, the
+ * history is scanned only when the last message holds a denial.
+ */
+function deniedCalls(messages: readonly ModelMessage[]): readonly string[] {
+  const last = messages.at(-1);
+  if (last?.role !== 'tool') return NO_DENIALS;
+  const denials = new Set<string>();
+  for (const part of last.content)
+    if (part.type === 'tool-approval-response' && !part.approved) denials.add(part.approvalId);
+  if (denials.size === 0) return NO_DENIALS;
+  const denied = new Set<string>();
+  for (const message of messages) {
+    if (message.role !== 'assistant' || typeof message.content === 'string') continue;
+    for (const part of message.content) {
+      if (part.type === 'tool-approval-request' && denials.has(part.approvalId)) denied.add(part.toolCallId);
+    }
+  }
+  return [...denied].slice(0, DENIALS_LIMIT);
 }
 
 /** A reservation the approval hook started for `execute` to take, and its decision once known. */

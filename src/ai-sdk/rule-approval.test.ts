@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { mockModel } from '../../test/helpers/mock-model.js';
 import type { OrchestrationEvent } from '../core/events.js';
-import type { OrchestrationConfig } from '../core/schema.js';
+import type { OrchestrationConfig, Rule } from '../core/schema.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { orchestrate } from './orchestrate.js';
 
@@ -142,8 +142,8 @@ describe('an approve rule in the AI SDK loop', () => {
 
   it('never runs a denied payment that the model calls again later with the same call id', async () => {
     // A hostile model (or a provider that lets it choose ids) repeats the id of a call whose
-    // approval was denied: it is a new call from a model step, not one resumed from the history.
-    const { turn, paid } = app();
+    // approval was denied: it is a call from a model step, not one resumed from the history.
+    const { turn, paid, events } = app();
     const first = await turn([user], pays(500));
     const [request] = prompts(first.result.content);
     const refusal = denial(request!.approvalId, 'pay-500');
@@ -152,9 +152,10 @@ describe('an approve rule in the AI SDK loop', () => {
     const later: ModelMessage[] = [...history, ...second.result.response.messages, { role: 'user', content: 'go on' }];
     const third = await turn(later, pays(500, 'pay-500'));
     expect(paid).toEqual([]);
-    // A person is asked again, as for any new call the rule covers.
-    expect(prompts(third.result.content)).toEqual([
-      expect.objectContaining({ toolCall: expect.objectContaining({ toolCallId: 'pay-500' }) }),
+    // The denial made the id one the session has seen: refused at once, nobody is asked again.
+    expect(prompts(third.result.content)).toEqual([]);
+    expect(events.filter((event) => event.type === 'tool-rejected' && event.toolCallId === 'pay-500')).toEqual([
+      expect.objectContaining({ reason: expect.objectContaining({ code: 'duplicate-call' }) }),
     ]);
   });
 
@@ -209,6 +210,98 @@ describe('an approve rule in the AI SDK loop', () => {
         reason: expect.objectContaining({ code: 'approval-invalid', message: expect.stringContaining('moved on') }),
       }),
     );
+  });
+});
+
+describe('a denied approval', () => {
+  it('cannot be turned into an approval later in the turn: the same call, approved then, never runs', async () => {
+    const { turn, paid, manager, events } = app();
+    const first = await turn([user], pays(500, 'c1'));
+    const [asked] = prompts(first.result.content);
+    // The person denies; the model asks again, as another call (for another amount).
+    const afterDenial = [user, ...first.result.response.messages, denial(asked!.approvalId, 'c1')];
+    const second = await turn(afterDenial, pays(600, 'c2'));
+    const [again] = prompts(second.result.content);
+    expect(again?.toolCall.toolCallId).toBe('c2');
+    const waiting = (await manager.getStateManager().getState('s'))?.approvals?.map((approval) => approval.id);
+
+    // The client sends c1's request back, now approved, and approves c2 as well: no newer user
+    // message, and the session has not moved on since either was asked.
+    const both: ModelMessage = {
+      role: 'tool',
+      content: [
+        { type: 'tool-approval-response', approvalId: asked!.approvalId, approved: true },
+        { type: 'tool-approval-response', approvalId: again!.approvalId, approved: true },
+      ],
+    };
+    await turn([...afterDenial, ...second.result.response.messages, both], [{ text: 'Paid.' }]);
+    expect(paid).toEqual([600]); // c2 only: the denied payment never runs
+    expect(events.filter((event) => event.type === 'tool-rejected' && event.toolCallId === 'c1')).toEqual([
+      expect.objectContaining({ reason: expect.objectContaining({ code: 'duplicate-call' }) }),
+    ]);
+    // What the session asked about c1 went with the denial: only c2 waited for a person.
+    expect(waiting).toEqual(['c2']);
+  });
+});
+
+describe('several calls of one model step', () => {
+  const onePayment: Rule = {
+    tools: ['pay'],
+    when: 'args.amount > 100',
+    limit: { max: 1, per: 'turn' },
+    reason: 'One payment over 100 per question',
+  };
+  const bigPayments: Rule = {
+    tools: ['pay'],
+    when: 'args.amount > 1000',
+    effect: 'approve',
+    reason: 'Payments over 1000 need a person',
+  };
+
+  it('asks nobody about a call that an earlier call of the step, run, leaves over its limit', async () => {
+    const template: OrchestrationConfig = {
+      rules: [onePayment, bigPayments],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    };
+    const { turn, paid, events } = app(template);
+    const step = [
+      {
+        calls: [
+          { tool: 'pay', id: 'small', input: { amount: 500 } },
+          { tool: 'pay', id: 'big', input: { amount: 5000 } },
+        ],
+      },
+      { text: 'Paid one.' },
+    ];
+    const { result } = await turn([user], step);
+    expect(paid).toEqual([500]);
+    // The large one could only run if the first were refused: nobody is asked about it.
+    expect(prompts(result.content)).toEqual([]);
+    expect(events).toContainEqual(
+      expect.objectContaining({
+        type: 'tool-rejected',
+        toolCallId: 'big',
+        reason: expect.objectContaining({ rule: 'rules[0]' }),
+      }),
+    );
+  });
+
+  it('asks a person about the first call only, when the sequence needs another tool next', async () => {
+    const template: OrchestrationConfig = {
+      rules: [{ tools: ['search'], effect: 'approve', reason: 'Searches need a person' }],
+      steps: [{ name: 'Research', isDefault: true, sequence: ['search', 'review'] }],
+    };
+    const { turn } = app(template);
+    const step = [
+      {
+        calls: [
+          { tool: 'search', id: 's1' },
+          { tool: 'search', id: 's2' },
+        ],
+      },
+    ];
+    const { result } = await turn([user], step);
+    expect(prompts(result.content).map((request) => request.toolCall.toolCallId)).toEqual(['s1']);
   });
 });
 

@@ -302,12 +302,17 @@ export function spendApproval(state: OrchestrationState, toolCallId: string): Or
 }
 
 /**
- * The session as decisions see it, in a few characters: active step, sequence position and
- * history (of one outcome of the running calls, as rules judge it). An approval records it when asked, and counts only while it is unchanged:
- * token usage or an event log entry do not move the session on; a tool use or a step change do.
+ * The session as decisions see it, in a few characters: active step, sequence position, history
+ * and the count of committed tool uses (of one outcome of the running calls, as rules judge it).
+ * An approval records it when asked, and counts only while it is unchanged: token usage or an
+ * event log entry do not move the session on; a tool use or a step change do. The count is what
+ * tells a tool use apart when the history is at its bound and holds one tool only (it reads the
+ * same after one more use of it). A state without a count reads as before it was kept, so an
+ * approval asked before stays good until the next tool use.
  */
 export function fingerprint(state: OrchestrationState): string {
-  const text = `${state.activeStep ?? ''}\u0000${state.sequenceIndex}\u0000${state.recentlyUsedTools.join('\u0001')}`;
+  const uses = state.toolUses === undefined ? '' : `\u0002${state.toolUses}`;
+  const text = `${state.activeStep ?? ''}\u0000${state.sequenceIndex}\u0000${state.recentlyUsedTools.join('\u0001')}${uses}`;
   // Two FNV-1a hashes with different offsets: 64 bits, enough to tell states of one session apart.
   let a = 0x811c9dc5;
   let b = 0x01000193 ^ text.length;

@@ -177,6 +177,9 @@ export function commitToolUse(
   const limit = plan.historyLimit ?? historyLimit ?? DEFAULT_HISTORY_LIMIT;
   const recentlyUsedTools = appendBounded(state.recentlyUsedTools, tool, limit);
   const next: OrchestrationState = { ...state, recentlyUsedTools };
+  // Counted for approvals (see `fingerprint`), which only templates with rules ask for: other
+  // sessions keep the state they always had.
+  if (plan.hasRules) next.toolUses = (state.toolUses ?? 0) + 1;
   const step = activeStepOf(plan, state);
   const length = step?.sequence.length ?? 0;
   if (step !== undefined && state.sequenceIndex < length) {

@@ -71,6 +71,13 @@ export interface OrchestrationState {
    */
   approvals?: { id: string; tool: string; digest: string; rule: string; at: string }[];
   /**
+   * How many tool uses the session committed, kept when its template has rules (only approvals
+   * read it). Part of an approval's fingerprint: a history at its bound can look the same after
+   * a tool use (the same tool, in and out), and a count that only grows cannot. Absent: none
+   * counted yet (or a state stored before it was kept).
+   */
+  toolUses?: number;
+  /**
    * The decisions of the latest turn that runs under a durable-execution engine (`turnId`), so
    * that a replay of it gets them back: the tools offered at each model step, and each call's
    * decision (`ran` once it completed), and the model steps whose token usage was counted. At
@@ -136,10 +143,28 @@ export const TOOL_CALL_IDS_LIMIT = 256;
 export interface ReplayRecord {
   turn: string;
   offers: ({ tools: string[]; toolChoice: 'auto' | 'none' | 'required' } | null)[];
-  /** Each call's decision; a refusal keeps what the model was told it may call instead (`allowedTools`). */
-  calls: { id: string; allowed: boolean; reason?: ToolDenial; allowedTools?: string[]; ran?: boolean }[];
+  /**
+   * Each call's decision; a refusal keeps what the model was told it may call instead
+   * (`allowedTools`). `tool` and `digest` (the input's digest, when the shell computed one) are
+   * what the decision was about: a replay gets it back only for the same tool and input, as the
+   * call id is the model's to choose. Records stored before they were kept lack them.
+   */
+  calls: ReplayedCall[];
   /** The model steps whose token usage is counted, so that a replayed step is not counted twice. */
   usage?: number[];
+}
+
+/** One call's recorded decision in a {@link ReplayRecord}. */
+export interface ReplayedCall {
+  id: string;
+  /** The tool the call was decided for (absent in records stored before it was kept). */
+  tool?: string;
+  /** The digest of the input the call was decided for, when the shell gave one. */
+  digest?: string;
+  allowed: boolean;
+  reason?: ToolDenial;
+  allowedTools?: string[];
+  ran?: boolean;
 }
 
 /** Most model steps and calls a turn's replay record keeps. */
@@ -322,8 +347,9 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
       `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule, at })`,
     );
   }
+  if (s.toolUses !== undefined && !isCount(s.toolUses)) failField(path, s, 'toolUses', 'a non-negative integer');
   if (s.replay !== undefined && !isReplayRecord(s.replay)) {
-    failField(path, s, 'replay', 'a replay record ({ turn, offers, calls })');
+    failField(path, s, 'replay', 'a replay record ({ turn, offers, calls: [{ id, tool?, digest?, allowed }] })');
   }
   if (s.log !== undefined) {
     const problem = sessionLogProblem(s.log);
@@ -404,6 +430,8 @@ function isReplayRecord(value: unknown): boolean {
       typeof c === 'object' &&
       c !== null &&
       typeof c.id === 'string' &&
+      (c.tool === undefined || typeof c.tool === 'string') &&
+      (c.digest === undefined || typeof c.digest === 'string') &&
       typeof c.allowed === 'boolean' &&
       (c.ran === undefined || typeof c.ran === 'boolean') &&
       (c.allowedTools === undefined ||

@@ -71,6 +71,7 @@ import {
   type PendingEntry,
   type PendingMessage,
   REPLAY_LIMIT,
+  type ReplayedCall,
   type ReplayRecord,
   TOOL_CALL_IDS_LIMIT,
   type TokenUsage,
@@ -147,6 +148,12 @@ export type TransitionInput =
   | { readonly type: 'tool-completed'; readonly toolCallId: string }
   /** A reserved call threw: its reservation is released and nothing is recorded. */
   | { readonly type: 'tool-failed'; readonly toolCallId: string }
+  /**
+   * A person denied a call's approval (the AI SDK answers the model with the denial; nothing
+   * runs): its id counts as seen, so a later approval of the same call is refused as
+   * `duplicate-call`, and the approval the session kept for it is dropped.
+   */
+  | { readonly type: 'approval-denied'; readonly toolCallId: string }
   /**
    * A reserved call still runs: its lease starts again from now (a {@link LeaseDecision}). The
    * process that runs a call renews it, so only a dead process's reservation expires.
@@ -440,9 +447,22 @@ function applyWith(
       break;
     }
     case 'tool-requested': {
-      const replayed = replayedCall(current, input);
+      const replayed = replayedCall(plan, current, input, context);
       if (replayed !== undefined) {
         decision = replayed;
+        // A call id of the turn reused for another call is refused now, and reported like any
+        // refusal; it is not recorded, so the turn's record keeps the original call's decision.
+        if (!replayed.allowed && replayed.replayed === undefined) {
+          events.push({
+            type: 'tool-rejected',
+            sessionId: state.sessionId,
+            tool: input.tool,
+            toolCallId: input.toolCallId,
+            step: current.activeStep,
+            allowedTools: replayed.allowedTools,
+            reason: replayed.reason,
+          });
+        }
         break;
       }
       const limits: string[] = [];
@@ -495,7 +515,7 @@ function applyWith(
           reason: tool.reason,
         });
       }
-      if (input.turnId !== undefined) current = recordCall(current, input.turnId, tool);
+      if (input.turnId !== undefined) current = recordCall(current, input.turnId, tool, input.argsDigest);
       break;
     }
     case 'tool-completed': {
@@ -532,6 +552,10 @@ function applyWith(
       current = settle(plan, markRan(current, input.toolCallId, false), removeCall(pending, index), context, events);
       break;
     }
+    case 'approval-denied':
+      // No decision and no event: the shell answered the model with the person's denial itself.
+      current = spendApproval(rememberCallId(current, input.toolCallId), input.toolCallId);
+      break;
     case 'approval-requested': {
       // Bound to the session as the rules judge it: the outcome where every running call fails.
       current = askApproval(current, input, fingerprint(settledState(plan, current, context)));
@@ -640,15 +664,33 @@ function replayRecord(state: OrchestrationState, turnId: string): ReplayRecord {
  * The recorded decision of a call its turn already decided, for a replay (undefined: decide it
  * now). An allowed call whose reservation ended without an outcome (its process died and its
  * lease ran out) is decided again, as a new call: what runs is still what the store allows.
+ *
+ * A replay is the same call: the same tool with the same input. The id is the model's to
+ * choose, so a request that reuses a recorded id for another tool or another input (another
+ * digest) is refused as `duplicate-call` (without `replayed`): handing it the original's
+ * decision would let it skip the step's tools and every rule, and deciding it as new would run
+ * an id twice.
  */
 function replayedCall(
+  plan: OrchestrationPlan,
   state: OrchestrationState,
-  input: Extract<TransitionInput, { type: 'tool-requested' }>,
+  input: ToolCallRequest,
+  context: TransitionContext,
 ): ToolDecision | undefined {
   if (input.turnId === undefined || state.replay?.turn !== input.turnId) return undefined;
   const recorded = state.replay.calls.find((call) => call.id === input.toolCallId);
   if (recorded === undefined) return undefined;
   const { tool, toolCallId } = input;
+  if (!isSameCall(state, recorded, input)) {
+    const reason: ToolDenial = {
+      code: 'duplicate-call',
+      toolCallId,
+      message: `tool call id "${toolCallId}" was already used in this turn for another tool or input; a call id runs at most once`,
+    };
+    const outcomes = outcomesOf(plan, state, context);
+    const instead = offers(plan, outcomes, input.agentTools, isSuperseded(state, context), isCapped(state), context);
+    return refusal(input, reason, instead.offered);
+  }
   if (!recorded.allowed) {
     const reason: ToolDenial = recorded.reason ?? {
       code: 'duplicate-call',
@@ -666,10 +708,36 @@ function replayedCall(
   return undefined;
 }
 
-/** `state` with `decision` recorded for the replays of turn `turnId`. */
-function recordCall(state: OrchestrationState, turnId: string, decision: ToolDecision): OrchestrationState {
+/**
+ * True when `input` is the call `recorded` was decided for: the same tool and, when the record
+ * has a digest, the same one (a request without a digest does not match it: fail closed). A
+ * record stored before tools were kept has none: the tool of the call's reservation, while it
+ * holds, stands in for it.
+ */
+function isSameCall(state: OrchestrationState, recorded: ReplayedCall, input: ToolCallRequest): boolean {
+  let tool = recorded.tool;
+  if (tool === undefined) {
+    const reserved = state.pending?.find((entry) => entry.kind === 'call' && entry.id === input.toolCallId);
+    tool = reserved?.kind === 'call' ? reserved.tool : undefined;
+  }
+  if (tool !== undefined && tool !== input.tool) return false;
+  // A refused call's input counts too: a refusal such as `approval-required` was judged on it.
+  return recorded.digest === undefined || recorded.digest === input.argsDigest;
+}
+
+/**
+ * `state` with `decision` recorded for the replays of turn `turnId`, with its tool and the
+ * digest of its input (`digest`, when the shell computed one), which a replay must match.
+ */
+function recordCall(
+  state: OrchestrationState,
+  turnId: string,
+  decision: ToolDecision,
+  digest?: string,
+): OrchestrationState {
   const record = replayRecord(state, turnId);
-  const call: ReplayRecord['calls'][number] = { id: decision.toolCallId, allowed: decision.allowed };
+  const call: ReplayedCall = { id: decision.toolCallId, tool: decision.tool, allowed: decision.allowed };
+  if (digest !== undefined) call.digest = digest;
   if (!decision.allowed) {
     call.reason = decision.reason;
     call.allowedTools = [...decision.allowedTools];
@@ -803,7 +871,7 @@ export function decideToolCall(
   call: ToolCallRequest,
   context: TransitionContext,
 ): ToolDecision {
-  const replayed = replayedCall(state, { type: 'tool-requested', ...call });
+  const replayed = replayedCall(plan, state, call, context);
   if (replayed !== undefined) return replayed;
   const again = call.turnId !== undefined && state.replay?.turn === call.turnId;
   return decideCall(plan, state, outcomesOf(plan, state, context), call, context, [], again);

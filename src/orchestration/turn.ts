@@ -524,6 +524,15 @@ export class Turn {
     this.#buffer.push({ type: 'approval-requested', tool, toolCallId, argsDigest, rule });
   }
 
+  /**
+   * A person denied the approval of a call (the AI SDK answers the model with the denial, and
+   * never runs it): with the next write, the session counts its id as seen, so an approval of the
+   * same call sent later is refused, and drops the approval it kept for it.
+   */
+  approvalDenied(toolCallId: string): void {
+    this.#buffer.push({ type: 'approval-denied', toolCallId });
+  }
+
   /** The reserved call completed: committed with the next write. */
   completed(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return; // a replay of a call that was recorded already
