@@ -98,11 +98,12 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
             await turn.abandon();
             throw error;
           });
-        // The slot is the turn's until the model loop has ended and its writes are stored
-        // (or a client that left stopped it), not until a slow client has read every byte.
+        // The slot is the turn's until the model loop has ended and its writes are stored, not
+        // until a slow client has read every byte; and not sooner when the client leaves: its
+        // abort stops the model loop, but a tool that ignores the signal runs on, and a client
+        // that left and came back at once would get a second one running beside it.
         const ended = result.finalOrchestrationState.then(() => turn.finish(result.orchestration.sessionState()));
         ended.then(release, release);
-        signal.addEventListener('abort', release, { once: true });
         const final = async () => {
           const { state, stateToken } = await ended;
           const explanation = explainState(turn.manager, served, state);
