@@ -18,8 +18,9 @@
 import { type FinishReason, UI_MESSAGE_STREAM_HEADERS, type UIMessageChunk } from 'ai';
 import type { Logger } from 'pino';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
-import { clientErrorText, orchestrationPartsTransformer } from '../ai-sdk/orchestration-parts.js';
+import { orchestrationPartsTransformer } from '../ai-sdk/orchestration-parts.js';
 import type { OrchestrationSnapshot } from './api-types.js';
+import { errorResponse } from './http-errors.js';
 
 /** What {@link chatResponse} needs from the route. */
 export interface ChatResponseOptions {
@@ -41,9 +42,10 @@ const DONE = encoder.encode('data: [DONE]\n\n');
 export function chatResponse(options: ChatResponseOptions): Response {
   const { result, sessionId, agentId, steps, logger } = options;
   const errorText = (error: unknown): string => {
-    // The client has its 200 already and gets a generic text: the log is where the cause is.
+    // The client has its 200 already and gets what an error response would have said (a fault
+    // of the server or a store's own words stay in the log): the log is where the cause is.
     logger.error({ err: error, sessionId, agentId }, 'chat stream failed');
-    return clientErrorText(error);
+    return errorResponse(error).body.error.message;
   };
 
   // The parts go where orchestrationParts() puts them in an app's own stream (one writer for

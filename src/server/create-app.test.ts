@@ -440,6 +440,27 @@ describe('the store', () => {
     expect(await health.json()).toMatchObject({ ok: false, store: 'broken' });
   });
 
+  it("tells clients it is down, and keeps its driver's words (hosts, ports) for the log", async () => {
+    const detail = 'connect ECONNREFUSED 10.0.3.7:6379';
+    const down = () => Promise.reject(new StoreUnavailableError('redis', detail));
+    const store: SessionStore = { ...broken, name: 'redis', get: down, update: down, delete: down };
+    const logged: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const app = makeApp({ manager: createOrchestrationManager({ store }), logger });
+    const bodies = [
+      await post(app, '/api/chat/cognitive-reasoner', { messages: [userMessage(RESEARCH)] }),
+      await app.request('/api/sessions/abc'),
+      await app.request('/healthz'),
+    ];
+    for (const response of bodies) {
+      expect(response.status).toBe(503);
+      const text = await response.text();
+      expect(text).not.toContain('10.0.3.7');
+      expect(text).toMatch(/unavailable/);
+    }
+    expect(logged.filter((line) => line.includes('10.0.3.7'))).toHaveLength(3);
+  });
+
   it('costs 4 round trips for a 3-tool research turn: the user message and the session claim ride on the first reservation', async () => {
     const inner = memoryStore();
     const trips: string[] = [];

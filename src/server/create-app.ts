@@ -249,7 +249,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
   if (options.apiKey) app.use('/api/*', apiKeyAuth(options.apiKey));
   app.use('/api/*', bodySizeLimit(options.bodyLimit ?? DEFAULT_BODY_LIMIT));
 
-  app.route('/healthz', healthRoutes(sessions, agents.all.length));
+  app.route('/healthz', healthRoutes(sessions, agents.all.length, logger));
   app.route('/api/agents', agentRoutes(agents));
   app.route(
     '/api/chat',

@@ -77,6 +77,13 @@ const RETRY_AFTER_SECONDS: Partial<Record<BatonErrorCode, number>> = {
   'store-schema-mismatch': 5,
 };
 
+/**
+ * What a client is told when a store cannot be reached: that, and to retry. The error's own
+ * message carries the driver's words (`connect ECONNREFUSED 10.0.3.7:6379`, a host name, SQL),
+ * which tell a client about the server's network: they go to the log instead.
+ */
+const STORE_UNAVAILABLE_MESSAGE = 'The session store is unavailable; try again shortly.';
+
 /** A failure a route decided on: a code (which fixes the status) and where in the request it was. */
 export class HttpError extends BatonError {
   /** Where in the request: `body.messages[0].parts`, `header.x-orchestration-state`, `path.agentId`. */
@@ -106,7 +113,10 @@ export interface ErrorResponse {
   status: ErrorStatus;
   body: ApiErrorBody;
   headers: Record<string, string>;
-  /** True when the server, not the client, is at fault (these are logged with their stack). */
+  /**
+   * True when the server or what it depends on failed, not the client (logged with their stack):
+   * its faults (500) and a store it cannot reach (503).
+   */
   serverFault: boolean;
 }
 
@@ -125,6 +135,10 @@ export function errorResponse(error: unknown): ErrorResponse {
     const headers: Record<string, string> = error instanceof HttpError ? { ...error.headers } : {};
     if ((status === 503 || status === 429) && headers['retry-after'] === undefined) {
       headers['retry-after'] = String(RETRY_AFTER_SECONDS[error.code] ?? 1);
+    }
+    if (error.code === 'store-unavailable') {
+      // Logged, with the driver's words; the client hears only that it may retry.
+      return { ...respond(status, error.code, STORE_UNAVAILABLE_MESSAGE, path, headers), serverFault: true };
     }
     return respond(status, error.code, error.message, path, headers);
   }
