@@ -7,21 +7,20 @@
  */
 import type { UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type BatonApp, type CreateAppOptions, createApp } from '../src/server/create-app.js';
+import type { BatonApp, CreateAppOptions } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
 import {
   APPROVAL_AGENTS,
   ApprovalClient,
-  approvalTools,
+  approvalApp,
+  SESSION_MODES,
   type ToolPart,
-  type ToolRun,
   toolParts,
 } from './helpers/approvals.js';
 import { errorOf } from './helpers/chat-requests.js';
 import { mockModel } from './helpers/mock-model.js';
 
 const shop = await loadTemplate(`${APPROVAL_AGENTS}shop.json`);
-const STATE_KEY = 'denial-replay-test-state-key-0123456789abcdef';
 const INVOICE = { to: 'acme', amount: 120 };
 
 const apps: BatonApp[] = [];
@@ -31,29 +30,17 @@ afterEach(async () => {
 
 /** The shop agent, with a model that asks to pay (c1), asks again once denied (c2), then answers. */
 function makeApp(options: Partial<CreateAppOptions>) {
-  const ran: ToolRun[] = [];
   const { model, calls } = mockModel((call) => {
     if (call.index === 0) return { calls: [{ tool: 'pay', id: 'c1', input: INVOICE }] };
     if (call.index === 1) return { calls: [{ tool: 'pay', id: 'c2', input: INVOICE }] };
     return { text: 'Done.' };
   });
-  const app = createApp({
-    agents: [shop],
-    model,
-    tools: approvalTools((run) => ran.push(run)),
-    webRoot: false,
-    ...options,
-  });
+  const { app, ran } = approvalApp({ agents: [shop], model, ...options });
   apps.push(app);
   return { app, ran, modelCalls: () => calls.length };
 }
 
-const modes = [
-  ['stored', {}],
-  ['stateless', { stateless: { keys: [STATE_KEY] } }],
-] as const satisfies readonly (readonly [string, Partial<CreateAppOptions>])[];
-
-describe.each(modes)('a denied approval with %s sessions', (_mode, options) => {
+describe.each(SESSION_MODES)('a denied approval with %s sessions', (_mode, options) => {
   it('cannot be answered yes later in the turn: refused before the turn starts, and nothing is paid twice', async () => {
     const { app, ran, modelCalls } = makeApp(options);
     const client = new ApprovalClient(app, 'shop');

@@ -6,13 +6,12 @@
  */
 import type { UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type BatonApp, type CreateAppOptions, createApp } from '../src/server/create-app.js';
+import type { BatonApp, CreateAppOptions } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
-import { APPROVAL_AGENTS, ApprovalClient, approvalTools, type ToolPart, type ToolRun } from './helpers/approvals.js';
+import { APPROVAL_AGENTS, ApprovalClient, approvalApp, SESSION_MODES, type ToolPart } from './helpers/approvals.js';
 import { countingOfflineModel, errorOf, postJson, userMessage } from './helpers/chat-requests.js';
 
 const shop = await loadTemplate(`${APPROVAL_AGENTS}shop.json`);
-const STATE_KEY = 'server-attacks-test-state-key-0123456789abcdef';
 
 const apps: BatonApp[] = [];
 afterEach(async () => {
@@ -20,25 +19,13 @@ afterEach(async () => {
 });
 
 function makeApp(options: Partial<CreateAppOptions> = {}) {
-  const ran: ToolRun[] = [];
   const counting = countingOfflineModel();
-  const app = createApp({
-    agents: [shop],
-    model: counting.model,
-    tools: approvalTools((run) => ran.push(run)),
-    webRoot: false,
-    ...options,
-  });
+  const { app, ran } = approvalApp({ agents: [shop], model: counting.model, ...options });
   apps.push(app);
   return { app, ran, modelCalls: counting.calls };
 }
 
-const modes = [
-  ['stored', {}],
-  ['stateless', { stateless: { keys: [STATE_KEY] } }],
-] as const satisfies readonly (readonly [string, Partial<CreateAppOptions>])[];
-
-describe.each(modes)('an approval with %s sessions', (_mode, options) => {
+describe.each(SESSION_MODES)('an approval with %s sessions', (_mode, options) => {
   it('is refused once the session handled a newer user message, even placed after that message', async () => {
     const { app, ran, modelCalls } = makeApp(options);
     const client = new ApprovalClient(app, 'shop');

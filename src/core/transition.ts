@@ -453,15 +453,7 @@ function applyWith(
         // A call id of the turn reused for another call is refused now, and reported like any
         // refusal; it is not recorded, so the turn's record keeps the original call's decision.
         if (!replayed.allowed && replayed.replayed === undefined) {
-          events.push({
-            type: 'tool-rejected',
-            sessionId: state.sessionId,
-            tool: input.tool,
-            toolCallId: input.toolCallId,
-            step: current.activeStep,
-            allowedTools: replayed.allowedTools,
-            reason: replayed.reason,
-          });
+          events.push(rejectedEvent(state.sessionId, current, input, replayed));
         }
         break;
       }
@@ -505,15 +497,7 @@ function applyWith(
           step: current.activeStep,
         });
       } else {
-        events.push({
-          type: 'tool-rejected',
-          sessionId: state.sessionId,
-          tool: input.tool,
-          toolCallId: input.toolCallId,
-          step: current.activeStep,
-          allowedTools: tool.allowedTools,
-          reason: tool.reason,
-        });
+        events.push(rejectedEvent(state.sessionId, current, input, tool));
       }
       if (input.turnId !== undefined) current = recordCall(current, input.turnId, tool, input.argsDigest);
       break;
@@ -706,6 +690,24 @@ function replayedCall(
   // replay gets the same decision, not one on a session later calls have moved on.
   if (recorded.ran !== undefined) return { type: 'tool', tool, toolCallId, allowed: true, replayed: 'settled' };
   return undefined;
+}
+
+/** The `tool-rejected` event of a refused request, in the step the session is in. */
+function rejectedEvent(
+  sessionId: string,
+  state: OrchestrationState,
+  input: ToolCallRequest,
+  decision: Extract<ToolDecision, { allowed: false }>,
+): OrchestrationEvent {
+  return {
+    type: 'tool-rejected',
+    sessionId,
+    tool: input.tool,
+    toolCallId: input.toolCallId,
+    step: state.activeStep,
+    allowedTools: decision.allowedTools,
+    reason: decision.reason,
+  };
 }
 
 /**

@@ -10,8 +10,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Answer,
   APPROVAL_AGENTS,
+  APPROVAL_STATE_KEY,
   ApprovalClient,
+  approvalApp,
   approvalTools,
+  SESSION_MODES,
   type ToolRun,
 } from '../../test/helpers/approvals.js';
 import { countingOfflineModel, errorOf, userMessage } from '../../test/helpers/chat-requests.js';
@@ -25,7 +28,7 @@ import { type BatonApp, type CreateAppOptions, createApp } from './create-app.js
 
 const shop = await loadTemplate(`${APPROVAL_AGENTS}shop.json`);
 const bank = await loadTemplate(`${APPROVAL_AGENTS}bank.json`);
-const STATE_KEY = 'chat-approvals-test-state-key-0123456789abcdef';
+const STATE_KEY = APPROVAL_STATE_KEY;
 const OTHER_KEY = 'chat-approvals-test-other-key-0123456789abcdef';
 const PAY = 'Please settle my invoice';
 
@@ -36,21 +39,9 @@ afterEach(async () => {
   for (const manager of managers.splice(0)) await manager.close();
 });
 
-const modes = [
-  ['stored', {}],
-  ['stateless', { stateless: { keys: [STATE_KEY] } }],
-] as const satisfies readonly (readonly [string, Partial<CreateAppOptions>])[];
-
 function makeApp(options: Partial<CreateAppOptions> = {}) {
-  const ran: ToolRun[] = [];
   const counting = countingOfflineModel();
-  const app = createApp({
-    agents: [shop, bank],
-    model: counting.model,
-    tools: approvalTools((run) => ran.push(run)),
-    webRoot: false,
-    ...options,
-  });
+  const { app, ran } = approvalApp({ agents: [shop, bank], model: counting.model, ...options });
   apps.push(app);
   return { app, ran, modelCalls: counting.calls };
 }
@@ -121,7 +112,7 @@ function ranPay(answer: Answer): boolean {
   return answer.chunks.some((chunk) => chunk.type === 'tool-output-available');
 }
 
-describe.each(modes)('approvals with %s sessions', (_mode, options) => {
+describe.each(SESSION_MODES)('approvals with %s sessions', (_mode, options) => {
   it('runs the approved call once, with the input the model chose, and records it', async () => {
     const { app, ran } = makeApp(options);
     const client = await askedToPay(app);

@@ -9,9 +9,30 @@
 import { readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { expect } from 'vitest';
 import type { OrchestrationSnapshot } from '../../src/server/api-types.js';
+import { type BatonApp, type CreateAppOptions, createApp } from '../../src/server/create-app.js';
+import { approvalTools, type ToolRun } from '../fixtures/approval-tools.js';
 import { chunksOf, type RequestTarget, snapshotsOf, userMessage } from './chat-requests.js';
 
-export { approvalTools, type ToolRun } from '../fixtures/approval-tools.js';
+export { approvalTools, type ToolRun };
+
+/** The state-token key of the stateless mode of {@link SESSION_MODES}. */
+export const APPROVAL_STATE_KEY = 'approval-tests-state-key-0123456789abcdef';
+
+/** The two ways a server keeps sessions, each approval case runs in both (`describe.each`). */
+export const SESSION_MODES = [
+  ['stored', {}],
+  ['stateless', { stateless: { keys: [APPROVAL_STATE_KEY] } }],
+] as const satisfies readonly (readonly [string, Partial<CreateAppOptions>])[];
+
+/**
+ * An app serving `options.agents` with the approval tools, whose runs `ran` collects (no web
+ * root). The caller closes it.
+ */
+export function approvalApp(options: CreateAppOptions): { app: BatonApp; ran: ToolRun[] } {
+  const ran: ToolRun[] = [];
+  const app = createApp({ tools: approvalTools((run) => ran.push(run)), webRoot: false, ...options });
+  return { app, ran };
+}
 
 /** The folder of the `shop` and `bank` agents: `pay` (needs approval) and `search`. */
 export const APPROVAL_AGENTS = new URL('../fixtures/approval-agents/', import.meta.url).pathname;
