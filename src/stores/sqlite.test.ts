@@ -268,6 +268,22 @@ describe('sqliteStore', () => {
     expect(await store.update('broken', () => createState('broken', 2))).toMatchObject({ version: 1 });
   });
 
+  it('keeps sessions whose ids differ only in unpaired surrogates apart, by refusing such ids', async () => {
+    // UTF-8 turns every lone surrogate into U+FFFD: stored as is, these three ids would share one
+    // row, and each session would read and overwrite the others' state.
+    const store = open({ path: ':memory:' });
+    await store.update('chat-\uFFFD', () => ({ ...createState('chat-\uFFFD', 1, 0), sequenceIndex: 7 }));
+    for (const id of ['chat-\uD800', 'chat-\uDFFF']) {
+      await expect(store.get(id)).rejects.toSatisfy(InvalidArgumentError.isInstance);
+      await expect(store.update(id, () => createState(id, 1, 0))).rejects.toSatisfy(InvalidArgumentError.isInstance);
+      await expect(store.delete(id)).rejects.toSatisfy(InvalidArgumentError.isInstance);
+    }
+    // The session spelled with U+FFFD itself, and ids with surrogate pairs, are unaffected.
+    expect((await store.get('chat-\uFFFD'))?.sequenceIndex).toBe(7);
+    await store.update('chat-\u{1F600}', () => createState('chat-\u{1F600}', 1, 0));
+    expect((await store.get('chat-\u{1F600}'))?.sessionId).toBe('chat-\u{1F600}');
+  });
+
   it('refuses to write a malformed state and keeps the old one', async () => {
     const store = open({ path: freshPath() });
     await store.update('s', () => createState('s', 1));
