@@ -177,6 +177,23 @@ describe('the replay guard', () => {
     await turn(app, CRITIQUE, first.token);
     await turn(app, CRITIQUE, first.token);
   });
+
+  it('runs one turn at a time per session in a process, even for two requests sent together with replayStore: false', async () => {
+    // Both requests carry a valid token and no guard refuses it: if both ran, they would share
+    // the one working copy of the session, and the first to end would drop it under the other
+    // (whose tool then ran unrecorded, and whose token would carry a half-written state).
+    const app = statelessApp({ replayStore: false });
+    const first = await turn(app, RESEARCH);
+    const responses = await Promise.all([send(app, CRITIQUE, first.token), send(app, CRITIQUE, first.token)]);
+    const served = responses.filter((response) => response.status === 200);
+    const refused = responses.filter((response) => response.status !== 200);
+    expect(served).toHaveLength(1);
+    expect(refused).toHaveLength(1);
+    expect(await errorOf(refused[0]!)).toMatchObject({ code: 'stale-state-token', message: /already running/ });
+    await served[0]!.text();
+    // The session is free again once that turn ended.
+    await turn(app, CRITIQUE, first.token);
+  });
 });
 
 describe('several processes', () => {

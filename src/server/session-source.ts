@@ -251,15 +251,25 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
     if (running.has(sessionId)) {
       throw stale(`A turn of session "${sessionId}" is already running; continue with the token it ends with.`);
     }
-    const claim = await guard.claim(sessionId, carried?.version);
+    // Taken before the claim's await, not after it: otherwise two requests arriving together
+    // (with `replayStore: false`, or a replay store that admits both) would both pass the check
+    // above and share one working copy, each dropping it under the other's running turn.
+    running.add(sessionId);
+    let claim: ReplayClaim | undefined;
+    try {
+      claim = await guard.claim(sessionId, carried?.version);
+    } catch (error) {
+      running.delete(sessionId);
+      throw error;
+    }
     if (claim === undefined) {
+      running.delete(sessionId);
       throw stale(
         carried === undefined
           ? `Session "${sessionId}" exists: continue it with its latest state token, or start a new session without a sessionId.`
           : `This state token of session "${sessionId}" was already used, and a newer one replaces it; send the latest token (the stateToken of the last turn's final data-orchestration part).`,
       );
     }
-    running.add(sessionId);
     try {
       if (carried) await states.modify(sessionId, () => carried);
       return await work(claim, carried?.version ?? 0);
