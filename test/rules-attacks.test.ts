@@ -158,3 +158,31 @@ describe('matches() in a rule', () => {
     ]);
   });
 });
+
+describe('a session reset', () => {
+  const config: OrchestrationConfig = {
+    rules: [
+      { tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'One payment per session' },
+      { tools: ['search'], limit: { max: 2, per: '1h' }, reason: 'Two searches an hour' },
+    ],
+    steps: [{ name: 'Work', isDefault: true }],
+  };
+  const messages = [{ role: 'user', content: 'Pay and look around' }];
+
+  it('does not give back what limits counted: spent stays spent, as for tokens', async () => {
+    const manager = createOrchestrationManager();
+    const call = async (tool: string, id: string) => {
+      const decision = await manager.requestTool(config, messages, 'reset', { tool, toolCallId: id, agentTools: TOOLS });
+      if (decision.allowed) await manager.completeTool(config, messages, 'reset', id);
+      return decision.allowed;
+    };
+    expect([await call('pay', 'p1'), await call('search', 's1'), await call('search', 's2')]).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    await manager.getStateManager().resetState('reset');
+    // Without the counts, a client could reset its session to pay again and search again.
+    expect([await call('pay', 'p2'), await call('search', 's3')]).toEqual([false, false]);
+  });
+});

@@ -329,8 +329,8 @@ export class OrchestrationStateManager {
 
   /**
    * Clears the session's orchestration progress (active step, history, sequence position);
-   * token usage and `createdAt` are kept, because what was spent stays spent. Resolves to
-   * null when the session does not exist.
+   * token usage, the counts of limit rules and `createdAt` are kept, because what was spent
+   * stays spent. Resolves to null when the session does not exist.
    */
   async resetState(sessionId: string): Promise<OrchestrationState | null> {
     assertSessionId(sessionId);
@@ -345,6 +345,11 @@ export class OrchestrationStateManager {
         agentId: current.agentId,
         toolCallIds: current.toolCallIds,
       };
+      // The calls limit rules counted stay counted, as tokens stay spent: otherwise anyone who
+      // may reset a session (POST /api/sessions/:id/reset) could clear "one payment per
+      // session" or "three an hour". Per-step counts start again anyway when a step next
+      // becomes active.
+      if (current.counts !== undefined) reset.counts = current.counts;
       if (current.log === undefined) return reset;
       const marker = { event: { type: 'session-reset' as const }, state: reset };
       return appendToLog({ ...reset, log: current.log }, current.log.capacity, [marker], this.clock(), undefined);
