@@ -44,6 +44,7 @@ export {
   InvalidArgumentError,
   LeaseLostError,
   MissingDependencyError,
+  SessionDeletedError,
   SessionRefusedError,
   StoreClosedError,
   StoreConflictError,

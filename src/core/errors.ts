@@ -257,3 +257,23 @@ export class LeaseLostError extends BatonError {
     return BatonError.isInstance(error) && error.code === 'lease-lost';
   }
 }
+
+/**
+ * The session a turn writes to was deleted while the turn ran. The turn's later writes (a
+ * completion, the end of the turn) create nothing, so a deleted session stays deleted; what the
+ * turn did after the deletion is not stored.
+ */
+export class SessionDeletedError extends BatonError {
+  /** The deleted session. */
+  readonly sessionId: string;
+
+  constructor(sessionId: string, options: BatonErrorOptions = {}) {
+    super(
+      'session-not-found',
+      `Session "${sessionId}" was deleted while its turn ran; nothing more of the turn is stored.`,
+      options,
+    );
+    this.name = 'SessionDeletedError';
+    this.sessionId = sessionId;
+  }
+}

@@ -89,7 +89,12 @@ export interface AppliedInputs {
  */
 export let applyNow: (
   manager: OrchestrationManager,
-  ...args: [...Parameters<OrchestrationManager['apply']>, prefix?: AppliedPrefix, hold?: boolean]
+  ...args: [
+    ...Parameters<OrchestrationManager['apply']>,
+    prefix?: AppliedPrefix,
+    hold?: boolean,
+    existing?: boolean,
+  ]
 ) => AppliedInputs | Promise<AppliedInputs>;
 
 /**
@@ -234,6 +239,8 @@ export class OrchestrationManager {
     prefix?: AppliedPrefix,
     // The events stay undispatched (the caller emits them later, in another context).
     hold = false,
+    // A missing session is not created (a turn's writes after its first): SessionDeletedError.
+    existing = false,
   ): AppliedInputs | Promise<AppliedInputs> {
     const plan = isPlan(config) ? config : this.plan(config);
     const context = this.transitionContext(message, ruleContext);
@@ -244,9 +251,11 @@ export class OrchestrationManager {
       run.prefix = prefix;
     }
     // The memory store updates synchronously: no promise round trips on the hot path.
-    const sync = this.#states.modifySync(sessionId, run.update, context.now);
+    const sync = this.#states.modifySync(sessionId, run.update, context.now, false, existing);
     if (sync !== undefined) return this.#finish(run, sync, hold);
-    return this.#states.modify(sessionId, run.update, context.now).then((state) => this.#finish(run, state, hold));
+    return this.#states
+      .modify(sessionId, run.update, context.now, existing)
+      .then((state) => this.#finish(run, state, hold));
   }
 
   static {

@@ -3,7 +3,7 @@
  * {@link SessionStore}, every change one atomic `update`.
  */
 import { addTokenUsage, appendBounded, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError, SessionDeletedError } from '../core/errors.js';
 import { appendToLog, keepLogEntries } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
@@ -101,16 +101,21 @@ export class OrchestrationStateManager {
    * stored result. `fn` must be pure: optimistic stores may call it more than once.
    * Returning the state unchanged writes nothing (but creates a missing session). `at` is the
    * time of the change (default: the clock now), for a caller that has already read the clock.
+   * With `existing`, a missing session is not created: the update throws a
+   * {@link SessionDeletedError} (a turn's writes after its first: the session was deleted since).
    */
   async modify(
     sessionId: string,
     fn: (state: OrchestrationState) => OrchestrationState,
     at?: number,
+    existing = false,
   ): Promise<OrchestrationState> {
     assertSessionId(sessionId);
     const store = this.#store ?? (await this.#storeReady);
     const now = at ?? this.clock();
-    const stored = await this.#tracked(store.update(sessionId, (current) => this.#step(sessionId, current, now, fn)));
+    const stored = await this.#tracked(
+      store.update(sessionId, (current) => this.#step(sessionId, current, now, fn, false, existing)),
+    );
     // update() resolves to undefined only when fn returned undefined, which it never does.
     return stored!;
   }
@@ -128,6 +133,8 @@ export class OrchestrationStateManager {
      * transition's own result): it is stamped in place instead of copied once more.
      */
     owned = false,
+    /** As in {@link modify}: a missing session is not created, the update throws instead. */
+    existing = false,
   ): OrchestrationState | undefined {
     const store = this.#store;
     if (store?.updateSync === undefined) return undefined;
@@ -137,13 +144,14 @@ export class OrchestrationStateManager {
     const time = this.#ownClockStore ? now : undefined;
     // An updater that reaches this manager again (a listener, a custom condition) gets a closure
     // of its own: the reused step below holds the outer call's arguments until it returns.
-    if (this.#syncFn !== undefined) return this.#nestedSync(store, sessionId, fn, now, time, owned);
+    if (this.#syncFn !== undefined) return this.#nestedSync(store, sessionId, fn, now, time, owned, existing);
     // One updater for every synchronous modify instead of a closure per call (the seed API's hot
     // path runs this twice per turn); its arguments are this call's for the call's duration.
     this.#syncId = sessionId;
     this.#syncNow = now;
     this.#syncFn = fn;
     this.#syncOwned = owned;
+    this.#syncExisting = existing;
     try {
       // The transition's own result (`owned`) on the store created here: already well formed.
       const stored =
@@ -171,16 +179,18 @@ export class OrchestrationStateManager {
     now: number,
     time: number | undefined,
     owned: boolean,
+    existing: boolean,
   ): OrchestrationState | undefined {
-    return store.updateSync!(sessionId, (current) => this.#step(sessionId, current, now, fn, owned), time);
+    return store.updateSync!(sessionId, (current) => this.#step(sessionId, current, now, fn, owned, existing), time);
   }
 
   #syncId = '';
   #syncNow = 0;
   #syncFn: ((state: OrchestrationState) => OrchestrationState) | undefined;
   #syncOwned = false;
+  #syncExisting = false;
   readonly #syncStep = (current: OrchestrationState | undefined): OrchestrationState =>
-    this.#step(this.#syncId, current, this.#syncNow, this.#syncFn!, this.#syncOwned);
+    this.#step(this.#syncId, current, this.#syncNow, this.#syncFn!, this.#syncOwned, this.#syncExisting);
 
   #step(
     sessionId: string,
@@ -188,7 +198,9 @@ export class OrchestrationStateManager {
     now: number,
     fn: (state: OrchestrationState) => OrchestrationState,
     owned = false,
+    existing = false,
   ): OrchestrationState {
+    if (current === undefined && existing) throw new SessionDeletedError(sessionId);
     const base = current ?? createState(sessionId, now, this.ttl);
     const next = fn(base);
     if (next === base) return base;

@@ -159,6 +159,8 @@ export class Turn {
   #buffer: TransitionInput[] = [];
   #stored: OrchestrationState | undefined;
   #begun = false;
+  /** A write of this turn was stored: the session exists, unless deleted since. */
+  #wrote = false;
   /** Calls this turn reserved whose completion or failure is not written yet: their leases are renewed. */
   readonly #held = new Set<string>();
   /** Events of `hold` requests, by call id, until {@link releaseEvents} dispatches them. */
@@ -614,6 +616,9 @@ export class Turn {
         this.#ruleContext,
         prefix,
         hold,
+        // After the turn's first write the session exists: if it is gone, it was deleted, and
+        // stays so (a write would bring it back half-written, without its agent or history).
+        this.#wrote,
       );
     } catch (error) {
       return keep(error);
@@ -623,6 +628,7 @@ export class Turn {
   }
 
   #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
+    this.#wrote = true;
     // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
     if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
     this.#settled(batch, applied.events);

@@ -102,7 +102,15 @@ export function chatRoutes(options: ChatRouteOptions): Hono {
         // until a slow client has read every byte; and not sooner when the client leaves: its
         // abort stops the model loop, but a tool that ignores the signal runs on, and a client
         // that left and came back at once would get a second one running beside it.
-        const ended = result.finalOrchestrationState.then(() => turn.finish(result.orchestration.sessionState()));
+        const ended = result.finalOrchestrationState.then(
+          () => turn.finish(result.orchestration.sessionState()),
+          // A turn that failed late still gives its session back (stateless: its working copy and
+          // its claim), or the session would refuse every later turn in this process.
+          async (error: unknown) => {
+            await turn.abandon();
+            throw error;
+          },
+        );
         ended.then(release, release);
         const final = async () => {
           const { state, stateToken } = await ended;
