@@ -147,7 +147,8 @@ export function judgeRules(
       code: 'rule',
       rule: rule.id,
       effect: rule.effect ?? 'limit',
-      message: `rule ${rule.id} could not be evaluated (${why}), so the call is refused`,
+      message: unevaluatedRuleMessage(rule.id, why),
+      evaluationError: why,
     };
   }
   const { limits, conditional } = judging;
@@ -299,6 +300,15 @@ export function spendApproval(state: OrchestrationState, toolCallId: string): Or
   if (approvals === undefined || !approvals.some((asked) => asked.id === toolCallId)) return state;
   const kept = approvals.filter((asked) => asked.id !== toolCallId);
   return { ...state, approvals: kept.length === 0 ? undefined : kept };
+}
+
+/**
+ * The message of a call refused because rule `ruleId` could not be evaluated, with the
+ * evaluator's reason (`why`) when given: the model reads it with the reason; telemetry, where a
+ * call's input never goes unasked, without (the reason may quote the input).
+ */
+export function unevaluatedRuleMessage(ruleId: string, why?: string): string {
+  return `rule ${ruleId} could not be evaluated${why === undefined ? '' : ` (${why})`}, so the call is refused`;
 }
 
 /**

@@ -412,9 +412,26 @@ export interface TokenUsageInput {
 
 /** Normalizes a usage report: AI SDK names map to the seed's; a missing total is the sum. */
 export function normalizeUsage(usage: TokenUsageInput): TokenUsage {
-  const promptTokens = usage.promptTokens ?? usage.inputTokens ?? 0;
-  const completionTokens = usage.completionTokens ?? usage.outputTokens ?? 0;
-  return { promptTokens, completionTokens, totalTokens: usage.totalTokens ?? promptTokens + completionTokens };
+  const promptTokens = tokenCount(usage.promptTokens ?? usage.inputTokens);
+  const completionTokens = tokenCount(usage.completionTokens ?? usage.outputTokens);
+  const totalTokens =
+    usage.totalTokens === undefined ? addCounts(promptTokens, completionTokens) : tokenCount(usage.totalTokens);
+  return { promptTokens, completionTokens, totalTokens };
+}
+
+/**
+ * A provider's reported count as a token count: a negative, NaN or missing value counts nothing
+ * (it must never refund a budget), a fraction counts as the next whole token, and a count
+ * saturates at the largest safe integer (the stores accept only non-negative safe integers).
+ */
+function tokenCount(value: number | undefined): number {
+  if (value === undefined || !(value > 0)) return 0;
+  return Math.min(Math.ceil(value), Number.MAX_SAFE_INTEGER);
+}
+
+/** `a + b`, saturating at the largest safe integer: a sum past it would make every later write refused. */
+function addCounts(a: number, b: number): number {
+  return Math.min(a + b, Number.MAX_SAFE_INTEGER);
 }
 
 /**
@@ -431,13 +448,13 @@ export function addTokenUsage(state: OrchestrationState, usage: TokenUsage): Orc
   return {
     ...state,
     cumulativeTokenUsage: {
-      promptTokens: c.promptTokens + usage.promptTokens,
-      completionTokens: c.completionTokens + usage.completionTokens,
-      totalTokens: c.totalTokens + usage.totalTokens,
+      promptTokens: addCounts(c.promptTokens, usage.promptTokens),
+      completionTokens: addCounts(c.completionTokens, usage.completionTokens),
+      totalTokens: addCounts(c.totalTokens, usage.totalTokens),
     },
     stepTokens:
       step === undefined || usage.totalTokens === 0
         ? state.stepTokens
-        : { ...state.stepTokens, [step]: (state.stepTokens?.[step] ?? 0) + usage.totalTokens },
+        : { ...state.stepTokens, [step]: addCounts(state.stepTokens?.[step] ?? 0, usage.totalTokens) },
   };
 }

@@ -24,7 +24,18 @@ export type ToolDenial =
    * A rule on calls refused it (SPEC section 9): a `deny` whose condition holds, an `allow` whose
    * condition does not, or a rule that could not be evaluated (`effect` says which rule kind).
    */
-  | { code: 'rule'; message: string; rule: string; effect: 'deny' | 'allow' | 'approve' | 'limit' }
+  | {
+      code: 'rule';
+      message: string;
+      rule: string;
+      effect: 'deny' | 'allow' | 'approve' | 'limit';
+      /**
+       * Why the rule could not be evaluated, in the evaluator's words (also in `message`, for the
+       * model): they may quote the call's input, so telemetry leaves them out. Absent when the
+       * rule was evaluated and refused the call.
+       */
+      evaluationError?: string;
+    }
   /** A limit rule's count is reached (calls still running count). */
   | { code: 'limit'; message: string; rule: string; max: number; per: string; used: number }
   /** An `approve` rule holds and the call has no approval a person gave for it. */

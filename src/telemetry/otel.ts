@@ -28,7 +28,8 @@
  * created: without it {@link createTelemetry} returns a listener that records nothing, and
  * nothing fails.
  */
-import type { OrchestrationEvent } from '../core/events.js';
+import { unevaluatedRuleMessage } from '../core/call-rules.js';
+import type { OrchestrationEvent, ToolDenial } from '../core/events.js';
 import type { EventListener, OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadOptionalDependency } from '../stores/optional-dependency.js';
 import { addRequestAttributes, sessionAttributes } from './request-scope.js';
@@ -148,15 +149,30 @@ export function spanEventName(type: string): string {
  * The attributes Baton records for `event`: every field but `type`, named `baton.<field>` in
  * snake case, nested objects flattened with dots (`reason.code` → `baton.reason.code`), lists
  * of strings, numbers or booleans kept as lists and anything else as JSON. Unknown event types
- * get the same treatment, so events added later are recorded without a change here.
+ * get the same treatment, so events added later are recorded without a change here. A rule's
+ * evaluation failure is recorded without the evaluator's words, which may quote the call's
+ * arguments (see `withoutContent`).
  */
 export function eventAttributes(event: OrchestrationEvent | { readonly type: string }): TelemetryAttributes {
   const attributes: TelemetryAttributes = {};
   for (const [key, value] of Object.entries(event)) {
     if (key === 'type') continue;
-    flatten(`${TELEMETRY_PREFIX}.${snakeCase(key)}`, value, attributes, 0);
+    flatten(`${TELEMETRY_PREFIX}.${snakeCase(key)}`, key === 'reason' ? withoutContent(value) : value, attributes, 0);
   }
   return attributes;
+}
+
+/**
+ * A refusal's reason as telemetry may carry it. A rule that could not be evaluated says why in
+ * the evaluator's words (`evaluationError`, and in its message), which may quote the call's
+ * arguments ("Invalid duration string: <the argument>", "No such key: <the argument>"): that is
+ * for the model, which sent them, and not for a trace backend, where tool input never goes
+ * unless the app opts in. The rule and the fact that it could not be evaluated stay.
+ */
+function withoutContent(reason: unknown): unknown {
+  if (typeof reason !== 'object' || reason === null || !('evaluationError' in reason)) return reason;
+  const { evaluationError: _words, ...rest } = reason as ToolDenial & { code: 'rule' };
+  return { ...rest, message: unevaluatedRuleMessage(rest.rule) };
 }
 
 /** Nested objects deeper than this are recorded as JSON rather than flattened further. */
