@@ -7,6 +7,9 @@
  */
 import type { UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
+import { compileOrchestration } from '../src/core/compile.js';
+import { createState } from '../src/core/state.js';
+import { transition } from '../src/core/transition.js';
 import type { BatonApp, CreateAppOptions } from '../src/server/create-app.js';
 import { loadTemplate } from '../src/templates/load-template.js';
 import {
@@ -73,5 +76,17 @@ describe.each(SESSION_MODES)('a denied approval with %s sessions', (_mode, optio
     // The approval the person gives c2 runs it, once: the invoice is paid once.
     await client.answer(true);
     expect(ran).toEqual([{ tool: 'pay', toolCallId: 'c2', input: INVOICE }]);
+  });
+});
+
+describe('a denial naming a call id no provider makes', () => {
+  it('is not kept: a client cannot grow the session by writing huge ids into its history', () => {
+    const plan = compileOrchestration({ steps: [{ name: 'Pay', isDefault: true }] });
+    const context = { now: 1_000, message: undefined };
+    let state = createState('s', 0);
+    state = transition(plan, state, { type: 'approval-denied', toolCallId: 'real-call-1' }, context).state;
+    state = transition(plan, state, { type: 'approval-denied', toolCallId: 'x'.repeat(100_000) }, context).state;
+    expect(state.toolCallIds).toEqual(['real-call-1']);
+    expect(JSON.stringify(state).length).toBeLessThan(1_000);
   });
 });

@@ -5,9 +5,20 @@
  * gateway tests are.
  */
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import {
+  type CallToolResult,
+  ElicitRequestSchema,
+  type JSONRPCMessage,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { validateTemplate } from '../src/core/validate-template.js';
+import { McpGateway } from '../src/mcp/gateway.js';
+import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import {
   connectStdio,
   EVERYTHING_SERVER,
@@ -274,5 +285,60 @@ describe('a call a person must approve, with an input padded to hide what matter
     expect(result.isError).toBe(true);
     expect(textOf(result)).toContain('too long to show whole');
     expect(asked).toEqual([]);
+  }, 60_000);
+});
+
+describe('a client whose JSON-RPC request ids are huge', () => {
+  it('gets its calls decided once each, and the session does not keep the ids whole', async () => {
+    const parsed = validateTemplate({
+      id: 'lister',
+      tools: ['list_directory'],
+      orchestration: { steps: [{ name: 'Look', isDefault: true, availableTools: { allowed: ['list_directory'] } }] },
+    });
+    if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
+    const manager = createOrchestrationManager();
+    const dir = workDir();
+    const gateway = new McpGateway({
+      template: parsed.template,
+      upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+      manager,
+      upstreamStderr: 'ignore',
+    });
+    const sessionId = `huge-ids-${randomUUID()}`;
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await gateway.connect(serverSide, { sessionId });
+    const client = new Client({ name: 'test', version: '1' });
+    await client.connect(clientSide);
+    // Answers to the requests sent below, by id, taken before the client sees them.
+    const answers = new Map<string | number, JSONRPCMessage>();
+    const forward = clientSide.onmessage;
+    clientSide.onmessage = (message, extra) => {
+      if ('id' in message && typeof message.id === 'string' && message.id.length > 1_000)
+        answers.set(message.id, message);
+      else forward?.(message, extra);
+    };
+    const call = async (id: string) => {
+      await clientSide.send({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'list_directory', arguments: { path: dir } },
+      });
+      await expect.poll(() => answers.has(id), { timeout: 10_000 }).toBe(true);
+      return answers.get(id) as { result?: CallToolResult };
+    };
+    try {
+      const huge = 'r'.repeat(200_000);
+      expect((await call(`${huge}-1`)).result?.isError).not.toBe(true);
+      expect((await call(`${huge}-2`)).result?.isError).not.toBe(true);
+      const state = await manager.getStateManager().getState(sessionId);
+      expect(state?.recentlyUsedTools).toEqual(['list_directory', 'list_directory']);
+      // Two calls of 200,000-character ids: the session keeps a digest of each, not the ids.
+      expect(JSON.stringify(state).length).toBeLessThan(5_000);
+    } finally {
+      await client.close();
+      await gateway.close();
+      await manager.close();
+    }
   }, 60_000);
 });

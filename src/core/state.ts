@@ -139,6 +139,14 @@ export type PendingEntry =
 /** How many recent tool call ids a state remembers to refuse repeats. */
 export const TOOL_CALL_IDS_LIMIT = 256;
 
+/**
+ * Longest tool call id a denial is remembered under. Providers' ids are a few dozen characters;
+ * a denial names its call through the request's history, which a client writes, and a session
+ * keeps {@link TOOL_CALL_IDS_LIMIT} ids: without a bound a client could grow every later write
+ * of the session by megabytes.
+ */
+export const MAX_DENIED_CALL_ID_LENGTH = 256;
+
 /** The recorded decisions of one turn, for its replays (see `OrchestrationState.replay`). */
 export interface ReplayRecord {
   turn: string;

@@ -67,6 +67,7 @@ import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js
 import { firstMatch } from './patterns.js';
 import type { CompiledRule } from './rules.js';
 import {
+  MAX_DENIED_CALL_ID_LENGTH,
   type OrchestrationState,
   type PendingEntry,
   type PendingMessage,
@@ -538,6 +539,8 @@ function applyWith(
     }
     case 'approval-denied':
       // No decision and no event: the shell answered the model with the person's denial itself.
+      // An id no provider makes is no call that could be approved later: not kept (see the bound).
+      if (input.toolCallId.length > MAX_DENIED_CALL_ID_LENGTH) break;
       current = spendApproval(rememberCallId(current, input.toolCallId), input.toolCallId);
       break;
     case 'approval-requested': {
