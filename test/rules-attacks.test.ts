@@ -172,7 +172,11 @@ describe('a session reset', () => {
   it('does not give back what limits counted: spent stays spent, as for tokens', async () => {
     const manager = createOrchestrationManager();
     const call = async (tool: string, id: string) => {
-      const decision = await manager.requestTool(config, messages, 'reset', { tool, toolCallId: id, agentTools: TOOLS });
+      const decision = await manager.requestTool(config, messages, 'reset', {
+        tool,
+        toolCallId: id,
+        agentTools: TOOLS,
+      });
       if (decision.allowed) await manager.completeTool(config, messages, 'reset', id);
       return decision.allowed;
     };

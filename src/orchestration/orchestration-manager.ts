@@ -89,12 +89,7 @@ export interface AppliedInputs {
  */
 export let applyNow: (
   manager: OrchestrationManager,
-  ...args: [
-    ...Parameters<OrchestrationManager['apply']>,
-    prefix?: AppliedPrefix,
-    hold?: boolean,
-    existing?: boolean,
-  ]
+  ...args: [...Parameters<OrchestrationManager['apply']>, prefix?: AppliedPrefix, hold?: boolean, existing?: boolean]
 ) => AppliedInputs | Promise<AppliedInputs>;
 
 /**
