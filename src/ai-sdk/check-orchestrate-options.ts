@@ -13,22 +13,53 @@ import {
   objectSchema,
   optionIssues,
   prefixIssues,
+  templateObjectSchema,
   throwOnErrors,
   toolsSchema,
 } from '../core/option-issues.js';
 import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
 import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
+import { misspeltOrchestrationIssues } from '../core/validate-template.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { ruleConditionIssues } from './check-rule-conditions.js';
+import { CoreLLM } from './core-llm.js';
 import type { OrchestrateOptions } from './orchestrate.js';
 
 const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
 
+const isObjectLike = (value: unknown): value is Record<string, unknown> =>
+  (typeof value === 'object' && value !== null) || typeof value === 'function';
+
+/**
+ * What is wrong with a `model` option, or undefined when the agent can use it: a spec
+ * (`offline`, `openai:gpt-4o`, checked by `createLLM` when the agent is made), an AI SDK
+ * language model, a `CoreLLM`, or `{ provider, model }`. Anything else would only fail when the
+ * first chat request calls the model, as a 500.
+ */
+function modelProblem(value: unknown): string | undefined {
+  if (typeof value === 'string' || value instanceof CoreLLM) return undefined;
+  const expected =
+    'expected a model spec ("offline", "openai:gpt-4o"), an AI SDK language model (openai("gpt-4o")), a CoreLLM or { provider, model }';
+  if (!isObjectLike(value)) return `${expected}, got ${value === null ? 'null' : typeof value}`;
+  if (typeof value.doStream === 'function' && typeof value.doGenerate === 'function') return undefined;
+  if (typeof value.languageModel === 'function') {
+    return `${expected}; this is a provider: call it with a model id (openai("gpt-4o"))`;
+  }
+  if (typeof value.provider === 'string' && !('specificationVersion' in value)) return undefined;
+  return `${expected}, got an object with neither doStream nor provider`;
+}
+
+/** The `model` option of `createApp` (and its agents): see {@link modelProblem}. */
+export const modelOptionSchema = z.unknown().superRefine((value, ctx) => {
+  const problem = modelProblem(value);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 /** One schema per option: a new option of `orchestrate()` does not compile until it is checked here. */
 export const orchestrateOptionSchemas: { [K in keyof Required<OrchestrateOptions<ToolSet>>]: z.ZodType } = {
   manager: managerSchema,
-  config: objectSchema('expected an agent template or its orchestration block'),
+  config: templateObjectSchema('expected an agent template or its orchestration block'),
   sessionId: z
     .string()
     .min(1, 'the session id is empty; pass a non-empty string')
@@ -160,7 +191,7 @@ export function assertOrchestrateOptions(options: unknown): void {
 
 const orchestratedAgentSchema = z.looseObject({
   manager: managerSchema,
-  config: objectSchema('expected an agent template or its orchestration block'),
+  config: templateObjectSchema('expected an agent template or its orchestration block'),
   tools: toolsSchema,
   onOrchestrationError: functionSchema.optional(),
 });
@@ -189,6 +220,9 @@ export function assertOrchestratedAgentSettings(settings: unknown): void {
  */
 const suitedTools = new WeakMap<object, WeakSet<object>>();
 
+/** Configs whose top-level keys were checked for a misspelt `orchestration` (once per object). */
+const wellSpelt = new WeakSet<object>();
+
 /**
  * The problems of a config as the manager compiles it (cached per config object), and of its
  * rule conditions against the input schemas of `tools` when they are given, prefixed `config`.
@@ -202,6 +236,11 @@ export function configIssues(
   // A manager that passed the options check before is not parsed again (it is every turn's).
   const checked = isObject(manager) && passed.get(manager)?.has('manager') === true;
   if (!(checked || managerSchema.safeParse(manager).success) || !isObject(config)) return [];
+  if (!wellSpelt.has(config)) {
+    const misspelt = misspeltOrchestrationIssues(config);
+    if (misspelt.length > 0) return prefixIssues(misspelt, 'config');
+    wellSpelt.add(config);
+  }
   try {
     const plan = (manager as OrchestrationManager).plan(config as OrchestrationSource, toolAnnotations);
     if (!isObject(tools)) return [];

@@ -16,6 +16,7 @@ import {
   leaseOption,
   maxQueuedTurnsOption,
   maxTurnsOption,
+  portNumber,
   storeOption,
 } from './options.js';
 import type { CliContext } from './program.js';
@@ -68,7 +69,7 @@ export function mcpCommand(context: CliContext): Command {
     )
     .addOption(
       new Option('--http <port>', 'serve Streamable HTTP on this port (0 picks a free one) instead of stdio').argParser(
-        integer('--http', 0),
+        portNumber('--http'),
       ),
     )
     .addOption(hostOption('interface to listen on with --http'))

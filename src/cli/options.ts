@@ -16,6 +16,18 @@ export function integer(name: string, min: number): (value: string) => number {
   };
 }
 
+/** A parser of a port (`name` says where it came from: `--port`, `$PORT`): 0 (any free one) to 65535. */
+export function portNumber(name: string): (value: string) => number {
+  return (value: string) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isSafeInteger(n) || n < 0 || n > 65535)
+      throw new InvalidArgumentError(
+        `${name} must be a port number from 0 to 65535 (0 picks a free one), not "${value}".`,
+      );
+    return n;
+  };
+}
+
 /** `--store <url>`, defaulting to `$BATON_STORE`, else `fallback`. */
 export function storeOption(context: CliContext, description: string, fallback: string): Option {
   return new Option('--store <url>', description).default(context.env.BATON_STORE ?? fallback);

@@ -4,7 +4,7 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_MAX_MESSAGE_CHARS } from '../server/create-app.js';
 import {
   corsOption,
@@ -14,6 +14,7 @@ import {
   leaseOption,
   maxQueuedTurnsOption,
   maxTurnsOption,
+  portNumber,
   storeOption,
 } from './options.js';
 import type { CliContext } from './program.js';
@@ -35,7 +36,11 @@ export const DEFAULT_SERVE_STORE = 'sqlite:.baton/state.db';
 /** `auto` (one worker per available core) or a whole number >= 1. */
 function workerCount(value: string): number {
   if (value === 'auto') return availableParallelism();
-  return integer('--workers', 1)(value);
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError('--workers must be "auto" (one per core) or a whole number >= 1.');
+  }
+  return n;
 }
 
 /** `baton serve [agentsDir] --port --store --model --stateless ...`. */
@@ -45,8 +50,9 @@ export function serveCommand(context: CliContext): Command {
     .argument('[agents]', 'folder of agent templates (*.json), or one template file', 'examples/agents')
     .addOption(
       new Option('-p, --port <port>', 'port to listen on (0 picks a free one)')
-        .argParser(integer('--port', 0))
-        .default(context.env.PORT ? Number(context.env.PORT) : DEFAULT_PORT),
+        .argParser(portNumber('--port'))
+        // $PORT as the platform set it, checked in the action (commander parses flags, not defaults).
+        .default(context.env.PORT?.trim() ? context.env.PORT : DEFAULT_PORT),
     )
     .addOption(hostOption('interface to listen on'))
     .addOption(
@@ -149,7 +155,7 @@ export function serveCommand(context: CliContext): Command {
       async (
         agentsPath: string,
         flags: {
-          port: number;
+          port: number | string;
           host: string;
           store: string;
           model?: string;
@@ -173,9 +179,17 @@ export function serveCommand(context: CliContext): Command {
           logLevel: string;
         },
       ) => {
+        let port: number;
+        try {
+          port = typeof flags.port === 'number' ? flags.port : portNumber('$PORT')(flags.port);
+        } catch (error) {
+          context.stderr.write(`baton serve: ${error instanceof Error ? error.message : String(error)}\n`);
+          context.setExitCode(1);
+          return;
+        }
         const options: ServeOptions = {
           agentsPath,
-          port: flags.port,
+          port,
           host: flags.host,
           store: flags.store,
           model: flags.model,

@@ -165,7 +165,15 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     if (options.worker === undefined || options.worker === 1) {
       for (const warning of warnings) options.stderr.write(`${formatFileIssue(warning)}\n`);
     }
-    const chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
+    let chosen: ReturnType<typeof chooseModel>;
+    try {
+      chosen = chooseModel(template, options.model, options.env, options.offlineDelayMs);
+    } catch (error) {
+      // A --model (or BATON_MODEL) this process cannot use: an unknown provider, a missing key
+      // or package. The user fixes it, so it is one line, as baton chat says it, not a stack.
+      if (!BatonError.isInstance(error)) throw error;
+      throw new ServeSetupError(error.message);
+    }
     served.push({ template, warnings, model: chosen.llm });
     modelLines.push(
       `  ${paint('bold', template.id.padEnd(24))} ${chosen.label}${chosen.notice ? paint('yellow', `  (${chosen.notice})`) : ''}`,

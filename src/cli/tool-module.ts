@@ -19,6 +19,7 @@ import type { ToolSet } from 'ai';
 import { builtinTools, resolveTools } from '../agents/tools/index.js';
 import { BatonError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
+import { didYouMean } from '../core/template-issues.js';
 
 /** A `--tools` module that cannot be used, or templates naming tools nobody provides. */
 export class ToolModuleError extends BatonError {
@@ -79,9 +80,16 @@ export function assertToolsProvided(templates: readonly AgentTemplate[], tools: 
     .map(({ id, names }) => `agent "${id}" names tools that have no implementation: ${names.join(', ')}`)
     .join('; ');
   const builtIn = Object.keys(builtinTools).join(', ');
+  // A name one edit away from a tool the module or Baton has is most likely a typo on one side.
+  const known = [...new Set([...Object.keys(tools), ...Object.keys(builtinTools)])];
+  const typos = [...new Set(missing.flatMap(({ names }) => names))].flatMap((name) => {
+    const hint = didYouMean(name, known);
+    return hint ? [`for "${name}", ${hint}`] : [];
+  });
+  const typoHint = typos.length > 0 ? ` (${typos.join('; ')})` : '';
   throw new ToolModuleError(
     toolsPath
-      ? `${list} (neither ${toolsPath} nor Baton's built-in tools have them: ${builtIn}); export them from ${toolsPath}`
-      : `${list} (Baton's built-in tools: ${builtIn}); ${TOOLS_HINT}`,
+      ? `${list} (neither ${toolsPath} nor Baton's built-in tools have them: ${builtIn}); export them from ${toolsPath}${typoHint}`
+      : `${list} (Baton's built-in tools: ${builtIn}); ${TOOLS_HINT}${typoHint}`,
   );
 }

@@ -71,6 +71,19 @@ export const objectSchema = (what: string) =>
   z.custom<object>((value) => typeof value === 'object' && value !== null, what);
 
 /**
+ * A template (or orchestration block) object, with what was expected in the error. A Promise is
+ * refused with the fix: `loadTemplate()` is async, and a forgotten `await` would otherwise pass
+ * as an object with no orchestration, which enforces nothing.
+ */
+export const templateObjectSchema = (what: string) =>
+  z.unknown().superRefine((value, context) => {
+    if (typeof value !== 'object' || value === null) context.addIssue({ code: 'custom', message: what });
+    else if (typeof (value as { then?: unknown }).then === 'function') {
+      context.addIssue({ code: 'custom', message: `${what}, got a Promise: await loadTemplate(...) first` });
+    }
+  });
+
+/**
  * An OrchestrationManager, from this copy of the package or another (a second copy in an app's
  * bundle is a different class, so this is a duck-type check, not `instanceof`).
  */

@@ -139,6 +139,8 @@ export function validateTemplate(json: unknown, options: ValidateTemplateOptions
       'add "id": "my-agent"',
     );
   }
+  for (const { key, message, hint } of misspeltOrchestrationKeys(data))
+    issues.error(Code.UnknownKey, [key], message, hint);
   const tools = options.tools ?? templateTools(data);
   if (Array.isArray(data.tools)) compilePatterns(data.tools, ['tools'], issues);
   if (isObject(data.orchestration)) {
@@ -158,6 +160,33 @@ export function validateTemplate(json: unknown, options: ValidateTemplateOptions
     tools: tools ? [...tools] : [],
   } as AgentTemplate;
   return { success: true, template, warnings: issues.sorted() };
+}
+
+/**
+ * A template may carry any other top-level key (AgentDock's have many), so an unknown key is no
+ * error in itself; but one that is a misspelling of `orchestration`, in a template without
+ * `orchestration`, would leave the agent with no orchestration at all: every tool allowed,
+ * nothing enforced, and no word about it. Those keys, as errors at their path.
+ */
+export function misspeltOrchestrationIssues(template: object): TemplateIssue[] {
+  return misspeltOrchestrationKeys(template).map(({ key, message, hint }) => ({
+    code: Code.UnknownKey,
+    severity: 'error',
+    path: formatPath([key]),
+    message,
+    hint,
+  }));
+}
+
+function misspeltOrchestrationKeys(template: object): { key: string; message: string; hint: string }[] {
+  if ('orchestration' in template) return [];
+  return Object.keys(template).flatMap((key) => {
+    const hint = didYouMean(key, ['orchestration']);
+    if (hint === undefined) return [];
+    return [
+      { key, message: `unknown key "${key}": the template has no "orchestration", so nothing would be enforced`, hint },
+    ];
+  });
 }
 
 /** Validates an `orchestration` block on its own. Never throws. */
@@ -277,7 +306,7 @@ function describeExpected(issue: z.core.$ZodIssueInvalidType): string {
 function tooSmallMessage(issue: z.core.$ZodIssueTooSmall): string {
   if (issue.origin === 'string') return 'must not be empty';
   if (issue.origin === 'array') return `needs at least ${issue.minimum} entr${issue.minimum === 1 ? 'y' : 'ies'}`;
-  return `must be at least ${issue.inclusive ? '' : 'more than '}${issue.minimum}`;
+  return `must be ${issue.inclusive ? 'at least' : 'more than'} ${issue.minimum}`;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -371,6 +400,23 @@ function checkOrchestration(
     const available = isObject(s.raw.availableTools) ? s.raw.availableTools : undefined;
     const allowed = compilePatterns(available?.allowed, stepPath(s, 'availableTools', 'allowed'), issues, annotations);
     const denied = compilePatterns(available?.denied, stepPath(s, 'availableTools', 'denied'), issues, annotations);
+    // A misspelt tool name in allowed or denied matches nothing: an allowed list that allows
+    // less than meant, or a denied tool that stays allowed. Warned, as a rule's unknown tool is.
+    if (toolSet) {
+      for (const list of ['allowed', 'denied'] as const) {
+        const names = available?.[list];
+        if (!Array.isArray(names)) continue;
+        names.forEach((tool, i) => {
+          if (!isString(tool) || tool.includes('*') || isSelectorSyntax(tool) || toolSet.has(tool)) return;
+          issues.warn(
+            Code.UnknownTool,
+            stepPath(s, 'availableTools', list, i),
+            `${list} tool "${tool}" is not one of the agent's tools, so it ${list === 'allowed' ? 'allows' : 'denies'} nothing`,
+            didYouMean(tool, agentTools ?? []) ?? `the agent's tools are: ${(agentTools ?? []).join(', ') || '(none)'}`,
+          );
+        });
+      }
+    }
     // Without annotations a selector's answer is unknown: assume the one that reports nothing.
     const judged = annotations !== undefined;
     const permits = (tool: string) =>

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod/v4';
 import { checkAgentTemplate } from '../agents/create-agent.js';
+import { modelOptionSchema } from '../ai-sdk/check-orchestrate-options.js';
 import { toolApprovalKeyBytes } from '../ai-sdk/tool-approval-secret.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import {
@@ -17,6 +18,7 @@ import {
   optionIssues,
   prefixIssues,
   storeSchema,
+  templateObjectSchema,
   throwOnErrors,
   toolsSchema,
 } from '../core/option-issues.js';
@@ -28,7 +30,7 @@ const wholeNumber = (min: number) => z.number().int(`expected a whole number >= 
 
 /** One schema per option: a new option of `CreateAppOptions` does not compile until it is checked here. */
 const optionSchemas: { [K in keyof Required<CreateAppOptions>]: z.ZodType } = {
-  agents: z.array(objectSchema('expected an agent template or { template, warnings?, model? }')),
+  agents: z.array(templateObjectSchema('expected an agent template or { template, warnings?, model? }')),
   manager: managerSchema,
   store: storeSchema,
   eventLog: wholeNumber(0),
@@ -43,7 +45,7 @@ const optionSchemas: { [K in keyof Required<CreateAppOptions>]: z.ZodType } = {
     replayStore: z.union([storeSchema, z.literal(false)]).optional(),
     onEvent: functionSchema.optional(),
   }),
-  model: z.unknown(),
+  model: modelOptionSchema,
   telemetry: z.strictObject({
     tracer: objectSchema('expected an OpenTelemetry tracer').optional(),
     recordContent: z.boolean().optional(),
@@ -82,9 +84,9 @@ const createAppSchema = z
   );
 
 const servedAgentSchema = z.strictObject({
-  template: objectSchema('expected an agent template'),
+  template: templateObjectSchema('expected an agent template'),
   warnings: z.array(objectSchema('expected a template issue')).optional(),
-  model: z.unknown().optional(),
+  model: modelOptionSchema.optional(),
 });
 
 /** Throws when `options` cannot make a working app; see the module comment. */
@@ -98,13 +100,20 @@ export function assertCreateAppOptions(options: CreateAppOptions): void {
   const issues: TemplateIssue[] = optionIssues(createAppSchema, options);
   const ids = new Map<string, number>();
   for (const [i, entry] of (Array.isArray(options.agents) ? options.agents : []).entries()) {
-    if (typeof entry !== 'object' || entry === null) continue; // reported by the schema
+    // Not an object, or a Promise (a loadTemplate() without await): reported by the schema.
+    if (typeof entry !== 'object' || entry === null || typeof (entry as { then?: unknown }).then === 'function')
+      continue;
     // A template always has a string id; a ServedAgent wraps one under `template`.
     const served = typeof (entry as { id?: unknown }).id !== 'string' && 'template' in entry;
     const at = served ? `agents[${i}].template` : `agents[${i}]`;
     if (served) issues.push(...optionIssues(servedAgentSchema, entry, ['agents', i]));
     const template: unknown = served ? (entry as { template: unknown }).template : entry;
-    if (typeof template !== 'object' || template === null) continue;
+    if (
+      typeof template !== 'object' ||
+      template === null ||
+      typeof (template as { then?: unknown }).then === 'function'
+    )
+      continue;
     issues.push(...prefixIssues(checkAgentTemplate(template), at));
     const id = (template as { id?: unknown }).id;
     if (typeof id !== 'string') continue;
