@@ -232,3 +232,23 @@ describe('baton serve --workers with a word it does not know', () => {
     expect(String(run.thrown)).toContain('--workers must be "auto" (one per core) or a whole number >= 1.');
   });
 });
+
+describe('createOrchestrationManager with a misspelt option', () => {
+  it('is refused with the option and a did-you-mean, not ignored (sessions kept in memory by mistake)', () => {
+    const attempt = () => createOrchestrationManager({ stroe: 'sqlite::memory:' } as never);
+    expect(attempt).toThrow(TemplateConfigError);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as TemplateConfigError).issues).toEqual([
+        expect.objectContaining({
+          path: 'stroe',
+          message: 'unknown option "stroe"',
+          hint: expect.stringContaining('store'),
+        }),
+      ]);
+    }
+    // The options it knows still pass.
+    expect(() => createOrchestrationManager({ store: 'memory', leaseMs: 1_000, eventLog: 10 })).not.toThrow();
+  });
+});

@@ -2,6 +2,7 @@
  * The seed's `OrchestrationManager`: the entry point of the library. Each method loads the
  * session's state, runs the pure engine and stores the result in one atomic update.
  */
+import { z } from 'zod/v4';
 import {
   type CompileOptions,
   compileOrchestration,
@@ -13,6 +14,7 @@ import { activeStepOf, type StepView, type TokenUsageInput } from '../core/engin
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
 import {
@@ -46,6 +48,28 @@ import {
 
 /** Receives every engine event (`step-changed`, `sequence-advanced`, …). */
 export type EventListener = (event: OrchestrationEvent) => void;
+
+/**
+ * The option names {@link createOrchestrationManager} takes, to refuse others with a did-you-mean
+ * (their values are checked where they are used).
+ */
+const MANAGER_OPTIONS = z.strictObject(
+  Object.fromEntries(
+    [
+      'onEvent',
+      'onError',
+      'conditions',
+      'stateManager',
+      'leaseMs',
+      'eventLog',
+      'store',
+      'historyLimit',
+      'ttl',
+      'maxSessions',
+      'clock',
+    ].map((key) => [key, z.unknown().optional()]),
+  ),
+);
 
 /** Options of {@link createOrchestrationManager}. */
 export interface OrchestrationManagerOptions extends OrchestrationStateManagerOptions {
@@ -149,6 +173,9 @@ export class OrchestrationManager {
   #stepInputs: readonly TransitionInput[] = USER_MESSAGE;
 
   constructor(options: OrchestrationManagerOptions = {}) {
+    // A misspelt option would otherwise be ignored without a word: `stroe` keeps every session
+    // in memory, lost at the next restart.
+    throwOnErrors(optionIssues(MANAGER_OPTIONS, options), 'createOrchestrationManager options');
     this.#states = options.stateManager ?? new OrchestrationStateManager(options);
     if (options.leaseMs !== undefined && !(Number.isSafeInteger(options.leaseMs) && options.leaseMs > 0)) {
       throw new InvalidArgumentError('leaseMs', `expected a positive integer, got ${String(options.leaseMs)}`);
