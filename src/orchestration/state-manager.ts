@@ -116,8 +116,10 @@ export class OrchestrationStateManager {
     const stored = await this.#tracked(
       store.update(sessionId, (current) => this.#step(sessionId, current, now, fn, false, existing)),
     );
-    // update() resolves to undefined only when fn returned undefined, which it never does.
-    return stored!;
+    // update() resolves to undefined only when fn returned undefined: for a missing session with
+    // `existing`, as the store last found it (an optimistic store may first ask on a guess).
+    if (stored === undefined) throw new SessionDeletedError(sessionId);
+    return stored;
   }
 
   /**
@@ -159,6 +161,8 @@ export class OrchestrationStateManager {
           ? this.#engineUpdate(sessionId, this.#syncStep, now)
           : store.updateSync(sessionId, this.#syncStep, time);
       this.#answering = true;
+      // Undefined from the store: the session is missing and `existing` created nothing.
+      if (stored === undefined) throw new SessionDeletedError(sessionId);
       return stored;
     } catch (error) {
       this.#answering = false;
@@ -181,7 +185,13 @@ export class OrchestrationStateManager {
     owned: boolean,
     existing: boolean,
   ): OrchestrationState | undefined {
-    return store.updateSync!(sessionId, (current) => this.#step(sessionId, current, now, fn, owned, existing), time);
+    const stored = store.updateSync!(
+      sessionId,
+      (current) => this.#step(sessionId, current, now, fn, owned, existing),
+      time,
+    );
+    if (stored === undefined) throw new SessionDeletedError(sessionId);
+    return stored;
   }
 
   #syncId = '';
@@ -189,7 +199,7 @@ export class OrchestrationStateManager {
   #syncFn: ((state: OrchestrationState) => OrchestrationState) | undefined;
   #syncOwned = false;
   #syncExisting = false;
-  readonly #syncStep = (current: OrchestrationState | undefined): OrchestrationState =>
+  readonly #syncStep = (current: OrchestrationState | undefined): OrchestrationState | undefined =>
     this.#step(this.#syncId, current, this.#syncNow, this.#syncFn!, this.#syncOwned, this.#syncExisting);
 
   #step(
@@ -199,8 +209,9 @@ export class OrchestrationStateManager {
     fn: (state: OrchestrationState) => OrchestrationState,
     owned = false,
     existing = false,
-  ): OrchestrationState {
-    if (current === undefined && existing) throw new SessionDeletedError(sessionId);
+  ): OrchestrationState | undefined {
+    // Not created: the caller throws SessionDeletedError if the store, having looked, agrees.
+    if (current === undefined && existing) return undefined;
     const base = current ?? createState(sessionId, now, this.ttl);
     const next = fn(base);
     if (next === base) return base;
