@@ -5,30 +5,17 @@
  * brought it back half-written (no agent, no history), and the id answered 409
  * session-without-agent until it expired.
  */
-import { tool } from 'ai';
 import { afterEach, expect, it } from 'vitest';
-import { z } from 'zod';
-import { validateTemplate } from '../src/core/validate-template.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { type BatonApp, createApp } from '../src/server/create-app.js';
 import { chunksOf, postJson, userMessage } from './helpers/chat-requests.js';
-import { mockModel } from './helpers/mock-model.js';
+import { JOB_AGENT, jobModel, jobTools } from './helpers/job-agent.js';
 import { describeEachStore } from './helpers/store-kinds.js';
 
 const apps: BatonApp[] = [];
 afterEach(async () => {
   for (const app of apps.splice(0)) await app.close();
 });
-
-const parsed = validateTemplate({
-  id: 'worker',
-  name: 'Worker',
-  description: 'Runs one job per turn',
-  tools: ['job'],
-  orchestration: { steps: [{ name: 'Work', isDefault: true, availableTools: { allowed: ['job'] } }] },
-});
-if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
-const template = parsed.template;
 
 describeEachStore('a session deleted while its turn runs', (open) => {
   it('stays deleted, and its id starts afresh', async () => {
@@ -41,23 +28,15 @@ describeEachStore('a session deleted while its turn runs', (open) => {
       started = resolve;
     });
     let jobs = 0;
-    const tools = {
-      job: tool({
-        inputSchema: z.object({}),
-        execute: async () => {
-          jobs++;
-          started();
-          await gate;
-          return 'done';
-        },
-      }),
-    };
-    const { model } = mockModel((call) =>
-      call.options.prompt.at(-1)?.role === 'tool' ? { text: 'Done.' } : { calls: [{ tool: 'job' }] },
-    );
+    const tools = jobTools(async () => {
+      jobs++;
+      started();
+      await gate;
+      return 'done';
+    });
     const sessionId = `deleted-${crypto.randomUUID()}`;
     const manager = createOrchestrationManager({ store: open() });
-    const app = createApp({ agents: [template], model, tools, manager, webRoot: false });
+    const app = createApp({ agents: [JOB_AGENT], model: jobModel(), tools, manager, webRoot: false });
     apps.push(app);
 
     const turn = postJson(app, '/api/chat/worker', { sessionId, messages: [userMessage('Run the job')] });

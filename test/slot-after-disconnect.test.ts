@@ -6,52 +6,37 @@
  * at once, whatever `maxTurns` says.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { tool } from 'ai';
 import { afterEach, expect, it } from 'vitest';
-import { z } from 'zod';
-import { validateTemplate } from '../src/core/validate-template.js';
 import { type BatonApp, createApp } from '../src/server/create-app.js';
 import { chunksOf, postJson, userMessage } from './helpers/chat-requests.js';
-import { mockModel } from './helpers/mock-model.js';
+import { JOB_AGENT, jobModel, jobTools } from './helpers/job-agent.js';
 
 const apps: BatonApp[] = [];
 afterEach(async () => {
   for (const app of apps.splice(0)) await app.close();
 });
 
-const parsed = validateTemplate({
-  id: 'worker',
-  name: 'Worker',
-  description: 'Runs one slow job per turn',
-  tools: ['job'],
-  orchestration: { steps: [{ name: 'Work', isDefault: true, availableTools: { allowed: ['job'] } }] },
-});
-if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
-const template = parsed.template;
-
 it('stays taken while a tool of a disconnected client still runs', async () => {
   let running = 0;
   let most = 0;
   let started = 0;
-  const tools = {
-    // Ignores the abort signal, as most tools do: its work goes on when the client leaves.
-    job: tool({
-      inputSchema: z.object({}),
-      execute: async () => {
-        started++;
-        running++;
-        most = Math.max(most, running);
-        await sleep(400);
-        running--;
-        return 'done';
-      },
-    }),
-  };
-  // Each turn: the job first, then an answer once its result is in.
-  const { model } = mockModel((call) =>
-    call.options.prompt.at(-1)?.role === 'tool' ? { text: 'Done.' } : { calls: [{ tool: 'job' }] },
-  );
-  const app = createApp({ agents: [template], model, tools, webRoot: false, maxTurns: 1, maxQueuedTurns: 4 });
+  // Ignores the abort signal, as most tools do: its work goes on when the client leaves.
+  const tools = jobTools(async () => {
+    started++;
+    running++;
+    most = Math.max(most, running);
+    await sleep(400);
+    running--;
+    return 'done';
+  });
+  const app = createApp({
+    agents: [JOB_AGENT],
+    model: jobModel(),
+    tools,
+    webRoot: false,
+    maxTurns: 1,
+    maxQueuedTurns: 4,
+  });
   apps.push(app);
   const chat = (text: string, signal?: AbortSignal) =>
     postJson(app, '/api/chat/worker', { messages: [userMessage(text)] }, {}, signal);

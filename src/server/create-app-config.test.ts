@@ -7,6 +7,7 @@ import { isStepCount, streamText, tool } from 'ai';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { createAgent } from '../agents/create-agent.js';
 import { builtinTools } from '../agents/tools/index.js';
 import { createOfflineModel } from '../ai-sdk/offline-model.js';
@@ -14,7 +15,7 @@ import { orchestrate } from '../ai-sdk/orchestrate.js';
 import { createOrchestratedAgent } from '../ai-sdk/orchestrated-agent.js';
 import { UnsupportedRuntimeError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
-import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
+import type { TemplateIssue } from '../core/template-issues.js';
 import { parseTemplate } from '../core/validate-template.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { memoryStore } from '../stores/memory.js';
@@ -32,17 +33,6 @@ const withTypo = {
   id: 'typo',
   orchestration: { ...good.orchestration, rulez: [] },
 } as unknown as AgentTemplate;
-
-function configErrorOf(create: () => unknown): TemplateConfigError {
-  let caught: unknown;
-  try {
-    create();
-  } catch (error) {
-    caught = error;
-  }
-  expect(TemplateConfigError.isInstance(caught), String(caught)).toBe(true);
-  return caught as TemplateConfigError;
-}
 
 const paths = (issues: readonly TemplateIssue[]) => issues.map((issue) => issue.path);
 
