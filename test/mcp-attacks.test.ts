@@ -7,8 +7,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
   type CallToolResult,
   ElicitRequestSchema,
@@ -16,14 +14,13 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { validateTemplate } from '../src/core/validate-template.js';
-import { McpGateway } from '../src/mcp/gateway.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import {
   connectStdio,
   EVERYTHING_SERVER,
   FILESYSTEM_SERVER,
   type HttpGatewayProcess,
+  inProcessGateway,
   ROOT,
   type StdioGateway,
   startHttpGateway,
@@ -290,25 +287,15 @@ describe('a call a person must approve, with an input padded to hide what matter
 
 describe('a client whose JSON-RPC request ids are huge', () => {
   it('gets its calls decided once each, and the session does not keep the ids whole', async () => {
-    const parsed = validateTemplate({
+    const lister = {
       id: 'lister',
       tools: ['list_directory'],
       orchestration: { steps: [{ name: 'Look', isDefault: true, availableTools: { allowed: ['list_directory'] } }] },
-    });
-    if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
+    };
     const manager = createOrchestrationManager();
     const dir = workDir();
-    const gateway = new McpGateway({
-      template: parsed.template,
-      upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
-      manager,
-      upstreamStderr: 'ignore',
-    });
     const sessionId = `huge-ids-${randomUUID()}`;
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await gateway.connect(serverSide, { sessionId });
-    const client = new Client({ name: 'test', version: '1' });
-    await client.connect(clientSide);
+    const { clientSide, close } = await inProcessGateway(lister, manager, dir, sessionId);
     // Answers to the requests sent below, by id, taken before the client sees them.
     const answers = new Map<string | number, JSONRPCMessage>();
     const forward = clientSide.onmessage;
@@ -336,8 +323,7 @@ describe('a client whose JSON-RPC request ids are huge', () => {
       // Two calls of 200,000-character ids: the session keeps a digest of each, not the ids.
       expect(JSON.stringify(state).length).toBeLessThan(5_000);
     } finally {
-      await client.close();
-      await gateway.close();
+      await close();
       await manager.close();
     }
   }, 60_000);

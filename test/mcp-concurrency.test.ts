@@ -6,16 +6,14 @@
 import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { validateTemplate } from '../src/core/validate-template.js';
-import { McpGateway } from '../src/mcp/gateway.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import {
   connectStdio,
   FILESYSTEM_SERVER,
+  inProcessGateway,
   type StdioGateway,
   templateFile,
   textOf,
@@ -44,20 +42,9 @@ function tenWrites(client: Client, dir: string, tag: string) {
 
 describeEachStore('ten concurrent calls where one is allowed, in one gateway', (open) => {
   it('runs exactly one at the upstream', async () => {
-    const parsed = validateTemplate(ONE_WRITE);
-    if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
     const manager = createOrchestrationManager({ store: open() });
     const dir = workDir();
-    const gateway = new McpGateway({
-      template: parsed.template,
-      upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
-      manager,
-      upstreamStderr: 'ignore',
-    });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await gateway.connect(serverSide, { sessionId: `concurrent-${randomUUID()}` });
-    const client = new Client({ name: 'test', version: '1' });
-    await client.connect(clientSide);
+    const { client, close } = await inProcessGateway(ONE_WRITE, manager, dir, `concurrent-${randomUUID()}`);
     try {
       const results = await tenWrites(client, dir, 'w');
       expect(results.filter((result) => !result.isError)).toHaveLength(1);
@@ -65,8 +52,7 @@ describeEachStore('ten concurrent calls where one is allowed, in one gateway', (
         expect(textOf(refused)).toMatch(/^Tool "write_file" was not run: /);
       expect(readdirSync(dir)).toHaveLength(1);
     } finally {
-      await client.close();
-      await gateway.close();
+      await close();
     }
   }, 60_000);
 });

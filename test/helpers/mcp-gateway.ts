@@ -1,6 +1,7 @@
 /**
  * `baton mcp` driven as an MCP client would: spawned from the repository's source with tsx and
- * connected with the official SDK's client over stdio or Streamable HTTP.
+ * connected with the official SDK's client over stdio or Streamable HTTP, or run in this process
+ * with the client linked in memory.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,10 @@ import { join } from 'node:path';
 import { Client, type ClientOptions } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { validateTemplate } from '../../src/core/validate-template.js';
+import { McpGateway } from '../../src/mcp/gateway.js';
+import type { OrchestrationManager } from '../../src/orchestration/orchestration-manager.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 /** The reference servers, as installed by the project (devDependencies). */
@@ -134,4 +139,46 @@ export function startHttpGateway(
 export function textOf(result: unknown): string {
   const content = (result as { content?: { type: string; text?: string }[] }).content ?? [];
   return content.map((block) => block.text ?? '').join('\n');
+}
+
+/** A gateway in this process, in front of the filesystem server on `dir`, with a client connected in memory. */
+export interface InProcessGateway {
+  readonly gateway: McpGateway;
+  readonly client: Client;
+  /** The client side of the in-memory link (to send raw JSON-RPC). */
+  readonly clientSide: InMemoryTransport;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a gateway for `template` (as `validateTemplate` takes it) on `manager`'s store, in front
+ * of the filesystem server on `dir`, and connects a client to `sessionId` through memory.
+ */
+export async function inProcessGateway(
+  template: unknown,
+  manager: OrchestrationManager,
+  dir: string,
+  sessionId: string,
+): Promise<InProcessGateway> {
+  const parsed = validateTemplate(template);
+  if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
+  const gateway = new McpGateway({
+    template: parsed.template,
+    upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+    manager,
+    upstreamStderr: 'ignore',
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await gateway.connect(serverSide, { sessionId });
+  const client = new Client({ name: 'test', version: '1' });
+  await client.connect(clientSide);
+  return {
+    gateway,
+    client,
+    clientSide,
+    async close() {
+      await client.close();
+      await gateway.close();
+    },
+  };
 }
