@@ -6,15 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { validateTemplate } from '../src/core/validate-template.js';
-import { McpGateway } from '../src/mcp/gateway.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { redisStore } from '../src/stores/redis.js';
 import { countingRedis } from './helpers/counted-stores.js';
-import { FILESYSTEM_SERVER, ROOT, workDir } from './helpers/mcp-gateway.js';
+import { inProcessGateway, ROOT, workDir } from './helpers/mcp-gateway.js';
 import { deleteRedisKeys, pingRedis, serviceAvailable } from './helpers/services.js';
 import { REDIS_URL } from './helpers/store-kinds.js';
 
@@ -31,19 +27,9 @@ describe('store round trips of the MCP gateway on Redis', async () => {
       const manager = createOrchestrationManager({
         store: redisStore({ client: redis, prefix: `baton-test:mcp-trips:${RUN}:` }),
       });
-      const parsed = validateTemplate(JSON.parse(readFileSync(join(ROOT, 'examples/mcp/careful-editor.json'), 'utf8')));
-      if (!parsed.success) throw new Error('template');
+      const template: unknown = JSON.parse(readFileSync(join(ROOT, 'examples/mcp/careful-editor.json'), 'utf8'));
       const dir = workDir();
-      const gateway = new McpGateway({
-        template: parsed.template,
-        upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
-        manager,
-        upstreamStderr: 'ignore',
-      });
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-      await gateway.connect(serverSide, { sessionId: `trips-${RUN}` });
-      const client = new Client({ name: 'test', version: '1' });
-      await client.connect(clientSide);
+      const { client, close } = await inProcessGateway(template, manager, dir, `trips-${RUN}`);
       try {
         const trips = async (run: () => Promise<unknown>) => {
           reset();
@@ -59,8 +45,7 @@ describe('store round trips of the MCP gateway on Redis', async () => {
           await trips(() => client.callTool({ name: 'search_files', arguments: { path: dir, pattern: 'x' } })),
         ).toBe(2);
       } finally {
-        await client.close();
-        await gateway.close();
+        await close();
         await manager.close();
         redis.disconnect();
       }
