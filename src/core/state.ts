@@ -284,6 +284,18 @@ export function assertSessionId(sessionId: unknown, path = 'sessionId'): asserts
   }
 }
 
+/**
+ * {@link assertSessionId} for a store that keeps ids as UTF-8 text (SQLite, PostgreSQL): an
+ * unpaired UTF-16 surrogate is refused too, because UTF-8 encodes every lone surrogate as
+ * U+FFFD, and two such ids (or one and the id spelled with U+FFFD) would share one session.
+ */
+export function assertTextSessionId(sessionId: unknown): asserts sessionId is string {
+  assertSessionId(sessionId);
+  if (/\p{Cs}/u.test(sessionId)) {
+    throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
+  }
+}
+
 /** A short human description of a value's type, for error messages. */
 export function describeType(value: unknown): string {
   if (value === null) return 'null';

@@ -20,7 +20,7 @@ import {
   StoreUnavailableError,
 } from '../core/errors.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -737,12 +737,9 @@ function sessionKey(sessionId: string): Buffer {
   // A turn runs 4-6 statements on one session: its key is hashed once.
   const known = recentKeys.get(sessionId);
   if (known !== undefined) return known;
-  assertSessionId(sessionId);
+  assertTextSessionId(sessionId);
   if (sessionId.includes('\0')) {
     throw new InvalidArgumentError('sessionId', 'the postgres store cannot keep the NUL character (\\u0000)');
-  }
-  if (/\p{Cs}/u.test(sessionId)) {
-    throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
   }
   const key = hash('sha256', sessionId, 'buffer');
   if (recentKeys.size >= RECENT_KEYS) recentKeys.delete(recentKeys.keys().next().value as string);

@@ -18,7 +18,7 @@ import type { DatabaseSync, SQLOutputValue, StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadNodeSqlite } from './optional-dependency.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
@@ -303,7 +303,7 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
   return {
     name: STORE_NAME,
     async get(sessionId) {
-      assertSqliteSessionId(sessionId);
+      assertTextSessionId(sessionId);
       // Reads renew nothing: TTLs ride on writes, so a read takes no write lock.
       const row = await withRetry(
         () => `reading session ${describeId(sessionId)}`,
@@ -312,14 +312,14 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
       return row === undefined ? undefined : decode(sessionId, row);
     },
     async update(sessionId: string, fn: StateUpdater) {
-      assertSqliteSessionId(sessionId);
+      assertTextSessionId(sessionId);
       return withRetry(
         () => `updating session ${describeId(sessionId)}`,
         () => transaction(() => applyUpdate(sessionId, fn)),
       );
     },
     async readLog(sessionId) {
-      assertSqliteSessionId(sessionId);
+      assertTextSessionId(sessionId);
       // Only a live session's log: an expired one's entries wait for the sweep, unread.
       const rows = await withRetry(
         () => `reading the event log of session ${describeId(sessionId)}`,
@@ -328,7 +328,7 @@ export function sqliteStore(options: SqliteStoreOptions): SessionStore {
       return rows.map((row) => decodeEntry(sessionId, row));
     },
     async delete(sessionId) {
-      assertSqliteSessionId(sessionId);
+      assertTextSessionId(sessionId);
       const result = await withRetry(
         () => `deleting session ${describeId(sessionId)}`,
         () =>
@@ -512,19 +512,6 @@ function isSqliteError(error: unknown): error is SqliteError {
 function isBusy(error: SqliteError): boolean {
   const primary = (error.errcode ?? 0) & 0xff;
   return primary === 5 || primary === 6;
-}
-
-/**
- * Checks a session id as {@link assertSessionId} does, and also refuses an unpaired UTF-16
- * surrogate: SQLite keeps text as UTF-8, which encodes every lone surrogate as U+FFFD, so two
- * such ids (or one and the id spelled with U+FFFD) would share one row, each reading and
- * overwriting the other's session. Refused, as the PostgreSQL store does, rather than merged.
- */
-function assertSqliteSessionId(sessionId: unknown): asserts sessionId is string {
-  assertSessionId(sessionId);
-  if (/\p{Cs}/u.test(sessionId)) {
-    throw new InvalidArgumentError('sessionId', 'the session id contains an unpaired UTF-16 surrogate');
-  }
 }
 
 function unavailable(message: string, cause?: unknown) {
