@@ -942,6 +942,8 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   };
 }
 
+const NO_CALLS: readonly string[] = [];
+
 /** A call request that says nothing of its input (no rules, no durable engine). */
 const NO_CALL_INPUT: CallInput = Object.freeze({});
 
@@ -975,21 +977,30 @@ function convertedSchema(schema: FlexibleSchema<unknown> & object): Schema<unkno
  * orchestration's `prepareStep`; and the history is scanned only when it ends in approvals.
  */
 function isResumedCall(messages: readonly ModelMessage[], toolCallId: string, preparedSteps: number): boolean {
-  if (preparedSteps > 0) return false;
+  return preparedSteps === 0 && answeredCalls(messages, true).includes(toolCallId);
+}
+
+/**
+ * The call ids whose approval request (in the history's assistant messages) the history's last
+ * message answers with `approved`, where the AI SDK collects the answers it acts on before the
+ * first model step. The rest of the history is scanned only when the last message holds such an
+ * answer.
+ */
+function answeredCalls(messages: readonly ModelMessage[], approved: boolean): readonly string[] {
   const last = messages.at(-1);
-  if (last?.role !== 'tool') return false;
-  const approved = new Set<string>();
+  if (last?.role !== 'tool') return NO_CALLS;
+  const answers = new Set<string>();
   for (const part of last.content)
-    if (part.type === 'tool-approval-response' && part.approved) approved.add(part.approvalId);
-  if (approved.size === 0) return false;
+    if (part.type === 'tool-approval-response' && part.approved === approved) answers.add(part.approvalId);
+  if (answers.size === 0) return NO_CALLS;
+  const calls = new Set<string>();
   for (const message of messages) {
     if (message.role !== 'assistant' || typeof message.content === 'string') continue;
     for (const part of message.content) {
-      if (part.type === 'tool-approval-request' && part.toolCallId === toolCallId && approved.has(part.approvalId))
-        return true;
+      if (part.type === 'tool-approval-request' && answers.has(part.approvalId)) calls.add(part.toolCallId);
     }
   }
-  return false;
+  return [...calls];
 }
 
 /**
@@ -998,7 +1009,6 @@ function isResumedCall(messages: readonly ModelMessage[], toolCallId: string, pr
  * ids out of its bounded list of seen ids (which is what refuses an approval replayed later).
  */
 const DENIALS_LIMIT = 16;
-const NO_DENIALS: readonly string[] = [];
 
 /**
  * The call ids whose approval the history's last message denies, where the AI SDK collects
@@ -1008,20 +1018,7 @@ const NO_DENIALS: readonly string[] = [];
  * history is scanned only when the last message holds a denial.
  */
 function deniedCalls(messages: readonly ModelMessage[]): readonly string[] {
-  const last = messages.at(-1);
-  if (last?.role !== 'tool') return NO_DENIALS;
-  const denials = new Set<string>();
-  for (const part of last.content)
-    if (part.type === 'tool-approval-response' && !part.approved) denials.add(part.approvalId);
-  if (denials.size === 0) return NO_DENIALS;
-  const denied = new Set<string>();
-  for (const message of messages) {
-    if (message.role !== 'assistant' || typeof message.content === 'string') continue;
-    for (const part of message.content) {
-      if (part.type === 'tool-approval-request' && denials.has(part.approvalId)) denied.add(part.toolCallId);
-    }
-  }
-  return [...denied].slice(0, DENIALS_LIMIT);
+  return answeredCalls(messages, false).slice(0, DENIALS_LIMIT);
 }
 
 /** A reservation the approval hook started for `execute` to take, and its decision once known. */
