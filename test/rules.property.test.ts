@@ -1,10 +1,12 @@
 /**
  * Rules on calls under concurrency: random rules (conditions on arguments, limits per session),
- * random arguments, 2-4 turns racing on one session, tools that sometimes fail. Replaying the
- * store's writes in version order (the serial order), every call that ran satisfied every rule at
- * its reservation: no `deny` held for its arguments, every `allow` held, and the calls of a limit
- * rule that ran (reserved before it and completed, whenever they finished) were fewer than its
- * max. On every store; on the durable ones the turns alternate between two store instances.
+ * random arguments, 2-4 turns racing on one session, tools that sometimes fail and calls that are
+ * sometimes abandoned (cancelled once sent: they may have run). Replaying the store's writes in
+ * version order (the serial order), every call that ran satisfied every rule at its reservation:
+ * no `deny` held for its arguments, every `allow` held, and the calls of a limit rule that ran or
+ * may have run (reserved before it and completed or abandoned, whenever they finished) were fewer
+ * than its max. On every store; on the durable ones the turns alternate between two store
+ * instances.
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -20,7 +22,8 @@ const TOOLS = ['pay', 'refund', 'search'];
 interface Call {
   tool: string;
   amount: number;
-  fails: boolean;
+  /** How the call ends once reserved: it completes, it fails, or its outcome is unknown. */
+  end: 'tool-completed' | 'tool-failed' | 'tool-abandoned';
   before: number;
   during: number;
 }
@@ -59,7 +62,9 @@ const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
 const callArb: fc.Arbitrary<Call> = fc.record({
   tool: fc.constantFrom(...TOOLS),
   amount: fc.integer({ min: 0, max: 250 }),
-  fails: fc.integer({ min: 0, max: 9 }).map((n) => n < 2),
+  end: fc
+    .integer({ min: 0, max: 9 })
+    .map((n) => (n < 2 ? 'tool-failed' : n < 4 ? 'tool-abandoned' : 'tool-completed') as Call['end']),
   before: fc.nat(3),
   during: fc.nat(3),
 });
@@ -96,17 +101,17 @@ async function play(c: RuleCase, managers: readonly OrchestrationManager[]): Pro
         log.push({ kind: 'request', id, call, decision, version: requested.state.version, changed: requested.changed });
         if (!decision.allowed) continue;
         await yieldTurns(call.during);
-        const finished = await manager.apply(plan, undefined, sessionId, [
-          { type: call.fails ? 'tool-failed' : 'tool-completed', toolCallId: id },
-        ]);
+        const finished = await manager.apply(plan, undefined, sessionId, [{ type: call.end, toolCallId: id }]);
         log.push({ kind: 'finish', id, call, version: finished.state.version, changed: finished.changed });
       }
     }),
   );
-  // The serial order is the order of the writes; a call counts for a limit when it completes.
+  // The serial order is the order of the writes; a call counts for a limit when it completes or
+  // is abandoned (it may have run), and only a completed one is recorded.
   const reservations = log.filter((entry) => entry.kind === 'request' && entry.decision?.allowed);
   reservations.sort((a, b) => a.version - b.version);
-  const ran = reservations.filter((entry) => !entry.call.fails);
+  const ran = reservations.filter((entry) => entry.call.end !== 'tool-failed');
+  const recorded = ran.filter((entry) => entry.call.end === 'tool-completed');
   const matches = (rule: Rule, tool: string) => rule.tools.includes('*') || rule.tools.includes(tool);
   const threshold = (rule: Rule) => Number(rule.when?.replace(/^\D+/, ''));
   for (const [position, entry] of ran.entries()) {
@@ -128,7 +133,7 @@ async function play(c: RuleCase, managers: readonly OrchestrationManager[]): Pro
   }
   const state = await managers[0]!.getStateManager().getState(sessionId);
   expect(state?.pending).toBeUndefined();
-  expect(state?.recentlyUsedTools).toEqual(ran.map((entry) => entry.call.tool).slice(-50));
+  expect(state?.recentlyUsedTools).toEqual(recorded.map((entry) => entry.call.tool).slice(-50));
 }
 
 describeEachStore('rules on calls hold under racing turns', (open, kind) => {

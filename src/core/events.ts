@@ -133,16 +133,17 @@ export type OrchestrationEvent =
   /** A call was authorized and reserved; it runs next. */
   | { type: 'tool-reserved'; sessionId: string; tool: string; toolCallId: string; step: string | undefined }
   /**
-   * A reservation ended without a record: the tool threw (`failed`), its lease ran out
-   * (`expired`: its process died or it ran too long), or it completed after its lease ended
-   * (`late`), when its place may already have gone to another call.
+   * A reservation ended without a record: the tool threw (`failed`), its outcome is unknown
+   * (`abandoned`: cancelled after it was sent, or its answer never came; limit rules still count
+   * it), its lease ran out (`expired`: its process died or it ran too long), or it completed
+   * after its lease ended (`late`), when its place may already have gone to another call.
    */
   | {
       type: 'tool-released';
       sessionId: string;
       tool: string | undefined;
       toolCallId: string;
-      reason: 'failed' | 'expired' | 'late';
+      reason: 'failed' | 'abandoned' | 'expired' | 'late';
     }
   /**
    * An `approve` rule holds for a call: a person is asked. The approval is bound to the call id,

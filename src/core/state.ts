@@ -134,7 +134,12 @@ export type PendingEntry =
       limits?: string[];
     }
   | ({ kind: 'message' } & PendingMessage)
-  | { kind: 'used'; tool: string };
+  | { kind: 'used'; tool: string }
+  /**
+   * A call whose outcome is unknown (see the `tool-abandoned` input): nothing is recorded for it,
+   * but the limit rules `limits` count it here, in its place.
+   */
+  | { kind: 'counted'; tool: string; limits: string[] };
 
 /** How many recent tool call ids a state remembers to refuse repeats. */
 export const TOOL_CALL_IDS_LIMIT = 256;
@@ -351,7 +356,7 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     failField(path, s, 'stepTokens', 'an object of token counts by step name');
   }
   if (s.pending !== undefined && !(Array.isArray(s.pending) && s.pending.every(isPendingEntry))) {
-    failField(path, s, 'pending', 'an array of pending log entries (call, message or used)');
+    failField(path, s, 'pending', 'an array of pending log entries (call, message, used or counted)');
   }
   if (s.counts !== undefined && !isCounts(s.counts)) {
     failField(path, s, 'counts', 'an object of limit counts ({ n, key?, at? }) by rule id');
@@ -393,6 +398,7 @@ function isPendingEntry(value: unknown): boolean {
   const p = value as Record<string, unknown>;
   if (p.kind === 'message') return isMessage(p);
   if (p.kind === 'used') return typeof p.tool === 'string';
+  if (p.kind === 'counted') return typeof p.tool === 'string' && isStringArray(p.limits);
   return (
     p.kind === 'call' &&
     typeof p.id === 'string' &&

@@ -53,6 +53,7 @@ function session(config: OrchestrationConfig, options: { leaseMs?: number } = {}
       },
     complete: (toolCallId: string, message = m1) => run({ type: 'tool-completed', toolCallId }, message),
     fail: (toolCallId: string) => run({ type: 'tool-failed', toolCallId }),
+    abandon: (toolCallId: string) => run({ type: 'tool-abandoned', toolCallId }),
     offered: (message = m1) =>
       (run({ type: 'step-started', agentTools: tools }, message).decision as { allowedTools: readonly string[] })
         .allowedTools,
@@ -94,6 +95,65 @@ describe('transition: reserve before run', () => {
     expect(s.state.pending).toBeUndefined();
     expect(s.log.at(-1)).toMatchObject({ type: 'tool-released', reason: 'failed', toolCallId: 'c1' });
     expect(s.request('search', 'c2')).toMatchObject({ allowed: true });
+  });
+
+  it('releases a call whose outcome is unknown without recording it, but its limit rules count it', () => {
+    const s = session({
+      rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'Pay once' }],
+      steps: [{ name: 'Checkout', isDefault: true, sequence: ['pay', 'search'] }],
+    });
+    s.message();
+    expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+    s.abandon('p1');
+    expect(s.log.at(-1)).toMatchObject({ type: 'tool-released', reason: 'abandoned', toolCallId: 'p1', tool: 'pay' });
+    // Not recorded: the history and the sequence stay where they were, nothing waits in the log.
+    expect(s.state).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
+    expect(s.state.pending).toBeUndefined();
+    expect(s.state.counts).toEqual({ 'rules[0]': { n: 1 } });
+    // It may have run, so the limit is spent: a second payment is refused, not pending.
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+  });
+
+  it('releases an abandoned call no limit counts as a failed one', () => {
+    const s = session(research);
+    s.message();
+    s.request('search', 'c1');
+    s.abandon('c1');
+    expect(s.state).toMatchObject({ recentlyUsedTools: [], sequenceIndex: 0 });
+    expect(s.state.pending).toBeUndefined();
+    expect(s.state.counts).toBeUndefined();
+    expect(s.request('search', 'c2')).toMatchObject({ allowed: true });
+  });
+
+  it('counts an abandoned call in its place behind a running call, as its completion would count', () => {
+    const config: OrchestrationConfig = {
+      rules: [{ tools: ['pay'], limit: { max: 1, per: 'step' }, reason: 'Pay once per step' }],
+      steps: [
+        { name: 'Done', conditions: [{ type: 'tool_used', value: 'search' }] },
+        { name: 'Checkout', isDefault: true },
+      ],
+    };
+    const play = (end: 'complete' | 'abandon') => {
+      const s = session(config);
+      s.message();
+      expect(s.request('search', 'a')).toMatchObject({ allowed: true });
+      expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+      s[end]('p1');
+      return s;
+    };
+    const abandoned = play('abandon');
+    // The count waits behind the running call, in the place the call held.
+    expect(abandoned.state.pending?.map((entry) => entry.kind)).toEqual(['call', 'counted']);
+    expect(abandoned.request('pay', 'p2')).toMatchObject({ allowed: false });
+    const completed = play('complete');
+    abandoned.complete('a');
+    completed.complete('a');
+    // In the serial order "pay" came after "search" moved the session to Done, and counts there.
+    expect(abandoned.state.counts).toEqual(completed.state.counts);
+    expect(abandoned.state.counts).toEqual({ 'rules[0]': { n: 1 } });
+    expect(abandoned.state).toMatchObject({ activeStep: 'Done', recentlyUsedTools: ['search'] });
+    expect(completed.state.recentlyUsedTools).toEqual(['search', 'pay']);
+    expect(abandoned.state.pending).toBeUndefined();
   });
 
   it('refuses a second call at a position a running call holds, and the next position until it commits', () => {

@@ -150,6 +150,14 @@ export type TransitionInput =
   /** A reserved call threw: its reservation is released and nothing is recorded. */
   | { readonly type: 'tool-failed'; readonly toolCallId: string }
   /**
+   * A reserved call whose outcome is unknown: it was sent on and then cancelled, or its answer
+   * never came (a timeout, a closed connection). Released as a failed call is (nothing recorded:
+   * history, sequence and step stay), but counted by the limit rules that counted its
+   * reservation, in its place in reservation order, since it may have run: a client that cancels
+   * every call after it was sent must not get past a limit on what runs.
+   */
+  | { readonly type: 'tool-abandoned'; readonly toolCallId: string }
+  /**
    * A person denied a call's approval (the AI SDK answers the model with the denial; nothing
    * runs): its id counts as seen, so a later approval of the same call is refused as
    * `duplicate-call`, and the approval the session kept for it is dropped.
@@ -523,18 +531,27 @@ function applyWith(
       current = settle(plan, markRan(current, input.toolCallId, true), marked, context, events);
       break;
     }
-    case 'tool-failed': {
+    case 'tool-failed':
+    case 'tool-abandoned': {
       const pending = current.pending ?? [];
       const index = pending.findIndex((entry) => entry.kind === 'call' && entry.id === input.toolCallId);
       if (index < 0) break;
+      const call = pending[index] as CallEntry;
+      const abandoned = input.type === 'tool-abandoned';
       events.push({
         type: 'tool-released',
         sessionId: state.sessionId,
-        tool: (pending[index] as CallEntry).tool,
+        tool: call.tool,
         toolCallId: input.toolCallId,
-        reason: 'failed',
+        reason: abandoned ? 'abandoned' : 'failed',
       });
-      current = settle(plan, markRan(current, input.toolCallId, false), removeCall(pending, index), context, events);
+      // An abandoned call that limits count keeps its place as a count only, so the limits see
+      // it where it would have committed; anything else leaves the log.
+      const rest =
+        abandoned && call.limits !== undefined
+          ? countedInstead(pending, index, call.limits)
+          : removeCall(pending, index);
+      current = settle(plan, markRan(current, input.toolCallId, false), rest, context, events);
       break;
     }
     case 'approval-denied':
@@ -1346,6 +1363,8 @@ function replay(
       current = onMessage(plan, current, message).state;
     } else if (entry.kind === 'used') {
       current = record(plan, current, entry.tool, message, context, false).state;
+    } else if (entry.kind === 'counted') {
+      current = countCall(plan, current, entry.limits, message, context.now);
     } else {
       const done = entry.done === true || (completes & (1 << bit)) !== 0;
       if (entry.done !== true) bit++;
@@ -1378,6 +1397,8 @@ function settle(
       current = collect(onMessage(plan, current, message), events);
     } else if (entry.kind === 'used') {
       current = collect(record(plan, current, entry.tool, message, context, false), events);
+    } else if (entry.kind === 'counted') {
+      current = countCall(plan, current, entry.limits, message, context.now);
     } else {
       // In shadow mode a call may not fit the sequence: report the violation it would have been.
       current = collect(
@@ -1423,6 +1444,17 @@ function expireLeases(
   }
   if (kept === pending) return state;
   return settle(plan, state, kept, context, events);
+}
+
+/**
+ * `pending` with the call at `index` replaced by a count for its `limits`. No message is carried:
+ * a count at the head is folded by the {@link settle} that follows, which reads the head's
+ * message from the log before this change.
+ */
+function countedInstead(pending: readonly PendingEntry[], index: number, limits: string[]): PendingEntry[] {
+  const out = pending.slice();
+  out[index] = { kind: 'counted', tool: (pending[index] as CallEntry).tool, limits };
+  return out;
 }
 
 /** `pending` without the call at `index`; a head's message passes to the next entry. */

@@ -656,9 +656,12 @@ export class GatewaySession {
       )) as CallToolResult;
       await progress.sent();
     } catch (error) {
-      // Crashed, hung past the bound, answered garbage, or the client cancelled: nothing is
-      // recorded and the reservation is released.
-      turn.failed(reserved);
+      // Nothing is recorded and the reservation is released. A call whose answer never came (the
+      // client cancelled or left, the bound passed, the upstream closed) may still have run: it
+      // is counted by its limit rules, or a client cancelling each call once sent would get past
+      // them. One the upstream answered with an error (or garbage) failed, and is not.
+      if (extra.signal.aborted || isUnanswered(error)) turn.abandoned(reserved);
+      else turn.failed(reserved);
       await this.#settle(turn);
       return toolError(`Tool "${name}" failed at the upstream MCP server: ${messageOf(error)}`);
     }
@@ -836,6 +839,16 @@ function requestKey(id: string | number): string {
   return text.length <= MAX_REQUEST_ID_LENGTH
     ? text
     : `sha256:${createHash('sha256').update(text).digest('base64url')}`;
+}
+
+/**
+ * True for the MCP client's own errors that mean no answer came: the bound passed or the
+ * connection closed (an upstream that answers with these codes is taken at its word).
+ */
+function isUnanswered(error: unknown): boolean {
+  return (
+    error instanceof McpError && (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed)
+  );
 }
 
 function toolError(text: string): CallToolResult {

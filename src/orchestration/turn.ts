@@ -547,6 +547,16 @@ export class Turn {
     this.#buffer.push({ type: 'tool-failed', toolCallId });
   }
 
+  /**
+   * The reserved call's outcome is unknown (sent on, then cancelled or never answered): released
+   * with the next write, nothing recorded, but counted by the limit rules that counted it, since
+   * it may have run.
+   */
+  abandoned(toolCallId: string): void {
+    if (this.#replayedSettled.has(toolCallId)) return;
+    this.#buffer.push({ type: 'tool-abandoned', toolCallId });
+  }
+
   /** A model call's token usage (AI SDK or seed names): added with the next write. */
   usage(usage: TokenUsageInput, stepNumber?: number): void {
     const normalized = normalizeUsage(usage);
@@ -640,11 +650,11 @@ export class Turn {
     return applied;
   }
 
-  /** The written completions and failures end their calls' renewal; a late one is reported. */
+  /** The written completions, failures and abandons end their calls' renewal; a late one is reported. */
   #settled(batch: readonly TransitionInput[], events: readonly OrchestrationEvent[]): void {
     if (this.#held.size === 0) return;
     for (const input of batch) {
-      if (input.type !== 'tool-completed' && input.type !== 'tool-failed') continue;
+      if (input.type !== 'tool-completed' && input.type !== 'tool-failed' && input.type !== 'tool-abandoned') continue;
       if (!this.#held.delete(input.toolCallId)) continue;
       const late = events.some(
         (event) => event.type === 'tool-released' && event.reason === 'late' && event.toolCallId === input.toolCallId,
