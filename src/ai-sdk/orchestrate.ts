@@ -60,6 +60,7 @@ import { messageOf } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
 import {
   type CallInput,
+  callIdKey,
   endNow,
   readAhead,
   releaseEvents,
@@ -434,7 +435,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     denialsNoted = true;
     const denied = deniedCalls(messages);
     if (denied.length === 0) return;
-    for (const id of denied) turn.approvalDenied(id);
+    for (const id of denied) turn.approvalDenied(callIdKey(id));
     // This request's calls are decided knowing them: a denied id is not approved again here.
     projected = turn.state;
     unprojected = [];
@@ -574,16 +575,19 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // report them as rejections all the same.
     for (const call of step.toolCalls) {
       if (!call.invalid || !NoSuchToolError.isInstance(call.error)) continue;
-      if (turn.replayed(call.toolCallId)) continue; // reported by the run this one replays
+      const toolCallId = callIdKey(call.toolCallId);
+      if (turn.replayed(toolCallId)) continue; // reported by the run this one replays
       const known = toolNames.includes(call.toolName);
+      // The model chose the name: one the agent does not have is kept cut short.
+      const tool = known ? call.toolName : keptToolName(call.toolName);
       const reason: ToolDenial = known
-        ? { code: 'not-offered', offered, message: `"${call.toolName}" was not offered for this model step` }
-        : { code: 'no-such-tool', message: `"${call.toolName}" is not one of the agent's tools` };
+        ? { code: 'not-offered', offered, message: `"${tool}" was not offered for this model step` }
+        : { code: 'no-such-tool', message: `"${tool}" is not one of the agent's tools` };
       turn.observe({
         type: 'tool-rejected',
         sessionId,
-        tool: call.toolName,
-        toolCallId: call.toolCallId,
+        tool,
+        toolCallId,
         step: last?.activeStep,
         allowedTools: offered,
         reason,
@@ -635,9 +639,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         : {}),
       execute: (input: unknown, execution: ToolExecutionOptions<unknown>) =>
         serial(async () => {
-          const { toolCallId } = execution;
+          // The session keeps (and the turn is told) the id's key: the model chose the id.
+          const toolCallId = callIdKey(execution.toolCallId);
           if (unguarded) throw unguarded;
-          const resumed = isResumedCall(execution.messages, toolCallId, prepared);
+          const resumed = isResumedCall(execution.messages, execution.toolCallId, prepared);
           if (!resumed && !approvalSeen.has(toolCallId)) {
             // Enforcement holds (decided below), but approval prompts may have been raised for
             // calls orchestration refuses.
@@ -718,16 +723,19 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
 
   const toolApproval = async (args: ToolApprovalArguments<TOOLS, RUNTIME_CONTEXT>): Promise<ToolApprovalStatus> => {
     const { toolCall, messages } = args;
-    const name = toolCall.toolName;
-    const id = toolCall.toolCallId;
+    // The model chose both: what the session keeps of them is bounded (see keptToolName and
+    // callIdKey). The AI SDK asks only about calls of its tools, so the name is cut only when
+    // the call runs tools that are not the orchestration's.
+    const name = toolNames.includes(toolCall.toolName) ? toolCall.toolName : keptToolName(toolCall.toolName);
+    const id = callIdKey(toolCall.toolCallId);
     approvalSeen.add(id);
-    const tool = args.tools?.[name];
+    const tool = args.tools?.[toolCall.toolName];
     if (!unguarded && typeof tool?.execute === 'function' && !guardedTools.has(tool))
       unguarded = unguardedError([name]);
     if (unguarded) return { type: 'denied', reason: unguarded.message };
     // An approved call resumed from the history runs before the first model step; a fresh
     // call comes from a step this orchestration prepared.
-    const resumed = isResumedCall(messages, id, prepared);
+    const resumed = isResumedCall(messages, toolCall.toolCallId, prepared);
     let decision: ToolDecision;
     try {
       if (resumed) {
@@ -943,6 +951,27 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
 }
 
 const NO_CALLS: readonly string[] = [];
+
+/**
+ * Longest name of a tool the agent does not have that events keep whole. Providers limit tool
+ * names to 64 or 128 characters, but a self-hosted model can emit any name, and the session's
+ * event log keeps each of its latest events.
+ */
+const MAX_UNKNOWN_TOOL_NAME_LENGTH = 128;
+
+/**
+ * A tool name the agent does not have, as the refusal's event and reason keep it: whole up to
+ * {@link MAX_UNKNOWN_TOOL_NAME_LENGTH} characters, else its beginning, an ellipsis and its
+ * length, which still tell a person what the model asked for.
+ */
+function keptToolName(name: string): string {
+  if (name.length <= MAX_UNKNOWN_TOOL_NAME_LENGTH) return name;
+  let end = MAX_UNKNOWN_TOOL_NAME_LENGTH - 32;
+  // Not between the halves of a surrogate pair: a lone half is no text.
+  const code = name.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end--;
+  return `${name.slice(0, end)}… (${name.length} characters)`;
+}
 
 /** A call request that says nothing of its input (no rules, no durable engine). */
 const NO_CALL_INPUT: CallInput = Object.freeze({});

@@ -18,7 +18,7 @@
  *   from the upstream such as roots or sampling) is passed through with the SDK's own client and
  *   server, never hand-written JSON-RPC.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -50,7 +50,7 @@ import { selectTools, type ToolAnnotations } from '../core/tool-annotations.js';
 import { type StepDecision, type ToolDecision, transition } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { rejectionMessage } from '../orchestration/rejection-message.js';
-import { Turn } from '../orchestration/turn.js';
+import { callIdKey, Turn } from '../orchestration/turn.js';
 import type { TurnLimiter } from '../server/turn-limiter.js';
 import { routeMany } from './gateway-routing.js';
 import { messageDependencies } from './gateway-template.js';
@@ -615,7 +615,8 @@ export class GatewaySession {
     if (turn === undefined) throw new McpError(ErrorCode.InternalError, 'the session is not open');
     const name = params.name;
     const args = params.arguments ?? {};
-    const toolCallId = `mcp-${this.#connection}-${requestKey(extra.requestId)}`;
+    // The client chooses the request id: a long one is kept as a digest (see callIdKey).
+    const toolCallId = `mcp-${this.#connection}-${callIdKey(String(extra.requestId))}`;
     const plan = turn.plan;
     const digest = plan.hasRules ? inputDigest(args) : undefined;
     const call = plan.hasRules ? { args, argsDigest: digest } : {};
@@ -823,22 +824,6 @@ function progressRelay(extra: RequestExtra): {
     },
     sent: settled,
   };
-}
-
-/** `text`, cut to `max` characters with an ellipsis. */
-/** Longest JSON-RPC request id kept as it is in a call id (longer ones are kept as a digest). */
-const MAX_REQUEST_ID_LENGTH = 64;
-
-/**
- * A request id as part of a call id. The client chooses it, and the session keeps the ids of its
- * latest calls (256): a megabyte id would grow every later write of the session by as much. A
- * long one is kept as its SHA-256, which still tells requests apart, so an id is still used once.
- */
-function requestKey(id: string | number): string {
-  const text = String(id);
-  return text.length <= MAX_REQUEST_ID_LENGTH
-    ? text
-    : `sha256:${createHash('sha256').update(text).digest('base64url')}`;
 }
 
 /**

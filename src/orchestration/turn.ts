@@ -22,6 +22,7 @@
  * to decide a model step and nothing was written to the session in between, when the turn
  * applied it: the store then starts from the turn's result instead of applying the buffer again.
  */
+import { createHash } from 'node:crypto';
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { LeaseLostError } from '../core/errors.js';
@@ -775,4 +776,22 @@ function renewalsOf(manager: OrchestrationManager): LeaseRenewals {
     leaseRenewals.set(manager, renewals);
   }
   return renewals;
+}
+
+/**
+ * Longest tool call id a session keeps as it is; a longer one is kept as a digest (see
+ * {@link callIdKey}). Providers' ids are a few dozen characters (`call_` or `toolu_` and 24).
+ */
+export const MAX_CALL_ID_LENGTH = 64;
+
+/**
+ * A tool call id as a session keeps it: the id itself, or for one longer than
+ * {@link MAX_CALL_ID_LENGTH}, `sha256:` and the base64url of its SHA-256 (50 characters). The
+ * model (or an MCP client) chooses call ids, and the session keeps its latest 256 in every write,
+ * in its pending log and in its events: one megabyte id would grow every later write of the
+ * session by as much. The digest still tells ids apart, so a repeated call is still refused.
+ * Every shell passes ids through it before they reach the turn, the same way each time.
+ */
+export function callIdKey(id: string): string {
+  return id.length <= MAX_CALL_ID_LENGTH ? id : `sha256:${createHash('sha256').update(id).digest('base64url')}`;
 }

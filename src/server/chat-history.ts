@@ -34,6 +34,7 @@ import type { SignedToolApproval, ToolApprovalScope } from '../ai-sdk/tool-appro
 import { latestUserMessage } from '../core/messages.js';
 import type { OrchestrationState } from '../core/state.js';
 import { hasSeen } from '../core/transition.js';
+import { callIdKey } from '../orchestration/turn.js';
 import type { ApprovalKeys } from './approval-keys.js';
 import { HttpError } from './http-errors.js';
 
@@ -195,7 +196,8 @@ export function checkGrantsUsable(
     const call = `the call ${JSON.stringify(grant.toolCallId)} of "${grant.toolName}"`;
     const refusal = (why: string) =>
       new HttpError('invalid-history', `${grant.at}.approval: ${why}`, { path: `${grant.at}.approval` });
-    if (state !== null && hasSeen(state, grant.toolCallId)) {
+    // The session keeps a long id as its key (see callIdKey).
+    if (state !== null && hasSeen(state, callIdKey(grant.toolCallId))) {
       throw refusal(`${call} was already decided in this session; an approval is used once`);
     }
     if (state === null || answered === undefined || state.lastMessageKey !== answered) {
