@@ -4,6 +4,7 @@
  * the client as signed tokens, and each turn runs on one working copy in this process's
  * memory, seeded from the token and dropped when the turn ends, however it ends.
  */
+import { maxHeaderSize } from 'node:http';
 import type { OrchestrationSource } from '../core/compile.js';
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import type { ChatMessage } from '../core/messages.js';
@@ -23,6 +24,24 @@ import type { SessionField } from './request-schemas.js';
 
 /** The header that carries a stateless session's state token. */
 export const STATE_HEADER = 'x-orchestration-state';
+
+/**
+ * Room a stateless server leaves in a request's headers for the ones beside the state token
+ * (host, user agent, content type, authorization, cookies): a browser's chat request sends well
+ * under 1 KiB of them without cookies.
+ */
+export const STATE_HEADER_ROOM = 2048;
+
+/**
+ * Longest state token a stateless server issues, in characters: Node's limit on a request's
+ * headers (`--max-http-header-size`, 16 KiB unless raised) less {@link STATE_HEADER_ROOM}, so
+ * 14,336 by default. The token comes back in the {@link STATE_HEADER} header, and Node answers a
+ * request whose headers are over its limit with a bare `431` before any route sees it; so a longer
+ * token is refused when it would be issued, with an error that says why and what to do instead.
+ * A session's state keeps the ids of its latest 256 tool calls, which alone can take 24 KiB of
+ * token with 64-character ids (about 12 KiB with hosted providers' 30): long sessions need a store.
+ */
+export const MAX_STATE_TOKEN_LENGTH = maxHeaderSize - STATE_HEADER_ROOM;
 
 /** Options of stateless mode (`createApp({ stateless })`). */
 export interface StatelessOptions {
@@ -235,8 +254,11 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
       { path: `header.${STATE_HEADER}` },
     );
   };
-  const sign = (state: OrchestrationState): string =>
-    encodeStateToken(state, { keys, ...(ttl !== undefined ? { ttl } : {}) });
+  const sign = (state: OrchestrationState): string => {
+    const token = encodeStateToken(state, { keys, ...(ttl !== undefined ? { ttl } : {}) });
+    if (token.length > MAX_STATE_TOKEN_LENGTH) throw tokenTooLarge(state.sessionId, token.length);
+    return token;
+  };
 
   /**
    * Claims the session and seeds its working copy; `work` runs on it. The copy's versions
@@ -393,6 +415,19 @@ function sessionNotFound(sessionId: string): HttpError {
   return new HttpError('session-not-found', `No session "${sessionId}" (it may have expired).`, {
     path: 'path.sessionId',
   });
+}
+
+/**
+ * The state of a session has outgrown what a request header carries (see
+ * {@link MAX_STATE_TOKEN_LENGTH}). A 409, as `not-available`: this server's configuration cannot
+ * carry the session on, and asking again will not help. Issuing the token anyway would only move
+ * the failure to the next request, as a `431` from Node that names nothing.
+ */
+function tokenTooLarge(sessionId: string, length: number): HttpError {
+  return new HttpError(
+    'not-available',
+    `The state of session "${sessionId}" no longer fits in a state token: the token would be ${length} characters long, and this stateless server issues at most ${MAX_STATE_TOKEN_LENGTH}, so that the ${STATE_HEADER} header fits in Node's ${maxHeaderSize}-byte limit on a request's headers (the state keeps the ids of the session's latest 256 tool calls, its running calls and its pending approvals). No token was issued, so the session cannot continue on this server: start a new session. For sessions this long, serve with a store (\`baton serve --store redis://…\` or \`postgres://…\`), or raise the limit on every server process and any proxy in front (NODE_OPTIONS=--max-http-header-size=65536).`,
+  );
 }
 
 function stale(message: string): HttpError {

@@ -1,0 +1,153 @@
+/**
+ * Stateless sessions carry their state in the `x-orchestration-state` request header, and Node
+ * answers a request whose headers are over its limit (16 KiB by default) with a bare `431`
+ * before any route runs. A session's state keeps the ids of its latest 256 tool calls, so a
+ * long session outgrows the header: the server must say so when it would issue such a token,
+ * not hand out one that makes the next request fail with a status that names nothing.
+ */
+import { once } from 'node:events';
+import { maxHeaderSize } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { tool } from 'ai';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { AgentTemplate } from '../core/schema.js';
+import { createState, TOOL_CALL_IDS_LIMIT } from '../core/state.js';
+import { MAX_CALL_ID_LENGTH } from '../orchestration/turn.js';
+import { encodeStateToken } from '../stores/state-token.js';
+import { ScriptedModel } from '../testing/scripted-model.js';
+import { createApp } from './create-app.js';
+import { MAX_STATE_TOKEN_LENGTH, STATE_HEADER } from './session-source.js';
+
+const KEY = 'k'.repeat(32);
+const template: AgentTemplate = {
+  id: 'busy',
+  name: 'Busy',
+  tools: ['search'],
+  options: { maxSteps: 4 },
+  orchestration: { defaultStep: 'Work', steps: [{ name: 'Work', availableTools: { allowed: ['search'] } }] },
+};
+/** Headers a browser's chat request sends beside the token (Chrome, same origin, no cookies). */
+const BROWSER_HEADERS: Record<string, string> = {
+  'content-type': 'application/json',
+  accept: '*/*',
+  'accept-encoding': 'gzip, deflate, br, zstd',
+  'accept-language': 'en-GB,en-US;q=0.9,en;q=0.8,de;q=0.7',
+  origin: 'http://127.0.0.1',
+  referer: 'http://127.0.0.1/chat/busy?session=0f9c1a52-5b0e-4a43-9d8e-6b1f2d3c4e5f',
+  'sec-ch-ua': '"Chromium";v="126", "Google Chrome";v="126", "Not-A.Brand";v="99"',
+  'sec-ch-ua-mobile': '?0',
+  'sec-ch-ua-platform': '"macOS"',
+  'sec-fetch-dest': 'empty',
+  'sec-fetch-mode': 'cors',
+  'sec-fetch-site': 'same-origin',
+  'user-agent':
+    'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
+};
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+
+/** A stateless app behind a real Node HTTP server (Node's own header limit applies), and its URL. */
+async function listen(model: ScriptedModel): Promise<string> {
+  const app = createApp({
+    agents: [template],
+    model,
+    tools: { search: tool({ inputSchema: z.object({}), execute: async () => 'found' }) },
+    stateless: { keys: [KEY], replayStore: false },
+    webRoot: false,
+    // The refusal is logged as a failed chat stream; the test reads it from the stream instead.
+    logger: pino({ level: 'silent' }),
+  });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await once(server, 'listening');
+  closers.push(
+    () => app.close(),
+    () => new Promise<void>((resolve) => server.close(() => resolve())),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function chatRequest(url: string, text: string, token?: string): Promise<Response> {
+  return fetch(`${url}/api/chat/busy`, {
+    method: 'POST',
+    headers: { ...BROWSER_HEADERS, ...(token === undefined ? {} : { [STATE_HEADER]: token }) },
+    body: JSON.stringify({ messages: [{ id: crypto.randomUUID(), role: 'user', parts: [{ type: 'text', text }] }] }),
+  });
+}
+
+/** The JSON chunks of the UI message stream. */
+async function chunksOf(response: Response): Promise<{ type: string; [field: string]: unknown }[]> {
+  return (await response.text())
+    .split('\n')
+    .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+    .map((line) => JSON.parse(line.slice('data: '.length)));
+}
+
+/** A call id of the longest length a session keeps as it is. */
+const longId = (n: number) => `call_${String(n).padStart(MAX_CALL_ID_LENGTH - 5, '0')}`;
+
+describe('state tokens and the request header limit', () => {
+  it('leaves room for a browser request around the longest token it issues', () => {
+    expect(MAX_STATE_TOKEN_LENGTH).toBe(maxHeaderSize - 2048);
+    const headers = Object.entries(BROWSER_HEADERS).reduce((sum, [k, v]) => sum + k.length + v.length + 4, 0);
+    expect(headers).toBeLessThan(1024);
+  });
+
+  it('refuses, with an error that says what to do, to issue a token no request could carry back', async () => {
+    // A session at the bounds: 256 remembered call ids of the longest length kept as they are.
+    const calls = Array.from({ length: TOOL_CALL_IDS_LIMIT + 8 }, (_, i) => ({
+      toolName: 'search',
+      input: {},
+      toolCallId: longId(i),
+    }));
+    const url = await listen(new ScriptedModel([{ toolCalls: calls }, { text: 'done' }]));
+    const response = await chatRequest(url, 'search a lot');
+    expect(response.status).toBe(200);
+    const chunks = await chunksOf(response);
+    const tokens = chunks
+      .filter((chunk) => chunk.type === 'data-orchestration')
+      .map((chunk) => (chunk.data as { stateToken?: string }).stateToken)
+      .filter((token) => token !== undefined);
+    // Without the bound, the turn hands out a token that every later request fails with: Node's
+    // bare 431, before Baton sees the request.
+    for (const token of tokens) {
+      const next = await chatRequest(url, 'and more', token);
+      expect(next.status).not.toBe(431);
+      await next.body?.cancel();
+    }
+    expect(tokens).toEqual([]);
+    const error = chunks.find((chunk) => chunk.type === 'error');
+    expect(error?.errorText).toMatch(/no longer fits in a state token/);
+    expect(error?.errorText).toContain(`at most ${MAX_STATE_TOKEN_LENGTH}`);
+    expect(error?.errorText).toMatch(/start a new session/);
+    expect(error?.errorText).toMatch(/--store/);
+    expect(chunks.at(-1)).toMatchObject({ type: 'finish', finishReason: 'error' });
+  });
+
+  it('issues a token up to the bound, and a browser request carries it back', async () => {
+    const url = await listen(new ScriptedModel([{ text: 'hello' }]));
+    const first = await chunksOf(await chatRequest(url, 'hi'));
+    const issued = first.findLast((chunk) => chunk.type === 'data-orchestration')?.data as { stateToken: string };
+    const carried = JSON.parse(Buffer.from(issued.stateToken.split('.')[2]!, 'base64url').toString('utf8')).s;
+    // The same session, grown to just under the bound (signed with the server's key).
+    const state = { ...createState(carried.sessionId, Date.now()), ...carried, toolCallIds: [] as string[] };
+    let token = encodeStateToken(state, { keys: [KEY] });
+    for (let i = 0; ; i++) {
+      const next = encodeStateToken({ ...state, toolCallIds: [...state.toolCallIds, longId(i)] }, { keys: [KEY] });
+      if (next.length > MAX_STATE_TOKEN_LENGTH) break;
+      state.toolCallIds.push(longId(i));
+      token = next;
+    }
+    expect(token.length).toBeGreaterThan(MAX_STATE_TOKEN_LENGTH - 200);
+    const response = await fetch(`${url}/api/sessions/${state.sessionId}`, {
+      headers: { ...BROWSER_HEADERS, [STATE_HEADER]: token },
+    });
+    expect(response.status).toBe(200);
+    await response.body?.cancel();
+  });
+});
