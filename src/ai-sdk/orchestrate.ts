@@ -693,8 +693,12 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
           try {
             output = await execute.call(original, input as never, execution as never);
           } catch (error) {
-            // A tool that throws is not recorded: its reservation is released.
-            turn.failed(toolCallId);
+            // A tool that throws is not recorded: its reservation is released. One that threw
+            // because its call was aborted (a client that left, a timeout) may have done its work
+            // before it stopped: limit rules count it, or aborting each call once it started
+            // would get a client past them.
+            if (execution.abortSignal?.aborted === true) turn.abandoned(toolCallId);
+            else turn.failed(toolCallId);
             throw error;
           }
           // Buffered: written with the next update. A store failure then is reported
