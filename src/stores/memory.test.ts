@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import { createState } from '../core/state.js';
 import { createFakeClock } from '../testing/fake-clock.js';
 import { testStore } from '../testing/test-store.js';
@@ -10,6 +12,41 @@ testStore({ name: 'memory', create: (options) => memoryStore(options), shared: f
 describe('memoryStore', () => {
   it('rejects a maxSessions below 1', () => {
     expect(() => memoryStore({ maxSessions: 0 })).toThrow(/maxSessions/);
+  });
+
+  it('refuses an option it does not know, naming it and the factory, with a did-you-mean when close', () => {
+    // `sweepIntervalMS: 0` was ignored without a word: the sweep timer kept running.
+    const misspelt = configErrorOf(() => memoryStore({ sweepIntervalMS: 0 } as never));
+    expect(misspelt.message).toContain('Invalid memoryStore() options');
+    expect(misspelt.issues).toEqual([
+      expect.objectContaining({
+        path: 'sweepIntervalMS',
+        message: 'unknown option "sweepIntervalMS"',
+        hint: 'did you mean "sweepIntervalMs"?',
+      }),
+    ]);
+    const far = configErrorOf(() => memoryStore({ ttlSecond: 60, maxSesions: 5 } as never));
+    expect(far.message).toContain('ttlSecond: unknown option "ttlSecond"');
+    expect(far.message).toContain('maxSesions: unknown option "maxSesions"');
+    expect(far.message).toContain('did you mean "maxSessions"?');
+    expect(() => memoryStore(null as never)).toThrow(/Invalid memoryStore\(\) options/);
+  });
+
+  it('refuses a sweep interval or a clock of the wrong type, when it is created', () => {
+    for (const sweepIntervalMs of [Number.NaN, -1, 2 ** 31, '1000']) {
+      const attempt = () => memoryStore({ sweepIntervalMs } as never);
+      expect(attempt).toThrow(InvalidArgumentError);
+      expect(attempt).toThrow(/Invalid sweepIntervalMs: expected milliseconds from 0 \(no timer\)/);
+    }
+    expect(() => memoryStore({ now: 1_000 } as never)).toThrow(
+      'Invalid now: expected a function returning milliseconds, got number',
+    );
+  });
+
+  it('still takes every option it knows, and the namespace testStore() passes', async () => {
+    const store = memoryStore({ maxSessions: 2, now: () => 0, sweepIntervalMs: 0, namespace: 'ignored' });
+    await store.close();
+    await memoryStore().close();
   });
 
   it('does not keep the process alive with its sweep timer', () => {

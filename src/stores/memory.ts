@@ -2,7 +2,9 @@
  * The in-process store: the library's default. Atomic because `update` reads, computes and
  * writes without yielding to the event loop.
  */
+import { z } from 'zod/v4';
 import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import { logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -15,7 +17,27 @@ export interface MemoryStoreOptions extends StoreOptions {
    * `unref`ed, so it never keeps the process alive.
    */
   sweepIntervalMs?: number;
+  /**
+   * Ignored: the namespace `testStore()` gives each test. An in-process store shares nothing
+   * between instances, so `create: (options) => memoryStore(options)` may pass it on as it is.
+   */
+  namespace?: string;
 }
+
+/**
+ * The option names {@link memoryStore} takes, to refuse others with a did-you-mean, as
+ * `createOrchestrationManager` does (values are checked where they are used). Typed on the
+ * options, so a new option does not compile until it is listed here.
+ */
+const MEMORY_STORE_OPTIONS = z.strictObject({
+  maxSessions: z.unknown().optional(),
+  now: z.unknown().optional(),
+  sweepIntervalMs: z.unknown().optional(),
+  namespace: z.unknown().optional(),
+} satisfies { [K in keyof Required<MemoryStoreOptions>]: z.ZodType });
+
+/** Longest delay a Node.js timer takes; a longer one fires after 1 ms instead, with a warning. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 interface Entry {
   state: OrchestrationState;
@@ -29,8 +51,20 @@ interface Entry {
   log?: SessionLogEntry[];
 }
 
-/** Creates an in-memory {@link SessionStore} with sliding TTL and LRU eviction. */
+/**
+ * Creates an in-memory {@link SessionStore} with sliding TTL and LRU eviction.
+ * Its options are checked now: an unknown one is a `TemplateConfigError` naming it (with a
+ * did-you-mean when one is close), a value of the wrong type an `InvalidArgumentError`.
+ */
 export function memoryStore(options: MemoryStoreOptions = {}): SessionStore {
+  // A misspelt option would otherwise be ignored without a word (`sweepIntervalMS: 0` leaves the
+  // timer on). Only here: the state manager's own store gets options it built itself.
+  throwOnErrors(optionIssues(MEMORY_STORE_OPTIONS, options), 'memoryStore() options');
+  // A clock that is not a function would fail only at the first request, as a TypeError. (The
+  // state manager's own store gets its `clock`, which is the manager's to check.)
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new InvalidArgumentError('now', `expected a function returning milliseconds, got ${typeof options.now}`);
+  }
   return ownedMemoryStore(options).store;
 }
 
@@ -53,6 +87,15 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
   const maxSessions = options.maxSessions ?? Number.POSITIVE_INFINITY;
   if (!(maxSessions >= 1)) {
     throw new InvalidArgumentError('maxSessions', `expected a number >= 1, got ${String(options.maxSessions)}`);
+  }
+  const interval = options.sweepIntervalMs ?? 60_000;
+  // NaN would silently disable the sweep, and a delay past Node's limit would sweep every
+  // millisecond.
+  if (!(typeof interval === 'number' && interval >= 0 && interval <= MAX_TIMER_MS)) {
+    throw new InvalidArgumentError(
+      'sweepIntervalMs',
+      `expected milliseconds from 0 (no timer) to ${MAX_TIMER_MS}, got ${typeof interval === 'string' ? JSON.stringify(interval) : String(interval)}`,
+    );
   }
   // A Map iterates in insertion order; re-inserting on every access keeps the least
   // recently used entry first, so eviction is O(1).
@@ -122,7 +165,6 @@ export function ownedMemoryStore(options: MemoryStoreOptions = {}): {
     return removed;
   }
 
-  const interval = options.sweepIntervalMs ?? 60_000;
   const timer = interval > 0 ? setInterval(sweepNow, interval) : undefined;
   timer?.unref?.();
 

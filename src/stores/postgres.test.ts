@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { freePort } from '../../test/helpers/free-port.js';
 import { pingPostgres, serviceAvailable } from '../../test/helpers/services.js';
 import { BatonError, InvalidArgumentError, StoreUnavailableError } from '../core/errors.js';
@@ -85,6 +86,45 @@ testStore({
 });
 
 describe('postgresStore options', () => {
+  it('refuses an option it does not know, naming it and the factory, with a did-you-mean when close', () => {
+    // `connectionstring` was ignored without a word: the store connected where PG* pointed instead.
+    const error = configErrorOf(() => postgresStore({ connectionstring: URL } as never));
+    expect(error.message).toContain('Invalid postgresStore() options');
+    expect(error.issues).toEqual([
+      expect.objectContaining({
+        path: 'connectionstring',
+        message: 'unknown option "connectionstring"',
+        hint: 'did you mean "connectionString"?',
+      }),
+    ]);
+    expect(
+      configErrorOf(() => postgresStore({ connectionString: URL, statementTimeout: 1_000 } as never)).issues[0]?.hint,
+    ).toBe('did you mean "statementTimeoutMs"?');
+  });
+
+  it('refuses a connection string, pool or clock of the wrong type, when it is created', () => {
+    expect(() => postgresStore({ connectionString: new globalThis.URL(URL) } as never)).toThrow(
+      'Invalid connectionString: expected a postgres:// URL string, got object',
+    );
+    expect(() => postgresStore({ pool: URL } as never)).toThrow('Invalid pool: expected a pg Pool, got string');
+    expect(() => postgresStore({ connectionString: URL, now: 0 } as never)).toThrow(
+      'Invalid now: expected a function returning milliseconds, got number',
+    );
+  });
+
+  it('still takes every option it knows (connecting only when used)', async () => {
+    const store = postgresStore({
+      connectionString: URL,
+      table: 'baton_sessions_options',
+      statementTimeoutMs: 1_000,
+      connectionTimeoutMillis: 1_000,
+      poolSize: 2,
+      maxSessions: 10,
+      now: Date.now,
+    });
+    await store.close();
+  });
+
   it('rejects a table name that is not a plain SQL identifier', () => {
     for (const table of ['', '1abc', 'a-b', 'a"b', 'sessions; DROP TABLE x', 'public.sessions', 'x'.repeat(49), 'é']) {
       const error = (() => {

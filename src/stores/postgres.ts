@@ -12,6 +12,7 @@
  */
 import { createHash, hash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import { z } from 'zod/v4';
 import {
   BatonError,
   InvalidArgumentError,
@@ -19,6 +20,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
@@ -60,6 +62,22 @@ export interface PostgresStoreOptions extends StoreOptions {
   /** Connections in the pool the store creates (default 10). Not applied to a `pool` you pass. */
   poolSize?: number;
 }
+
+/**
+ * The option names {@link postgresStore} takes, to refuse others with a did-you-mean, as
+ * `createOrchestrationManager` does (values are checked where they are used). Typed on the
+ * options, so a new option does not compile until it is listed here.
+ */
+const POSTGRES_STORE_OPTIONS = z.strictObject({
+  pool: z.unknown().optional(),
+  connectionString: z.unknown().optional(),
+  table: z.unknown().optional(),
+  statementTimeoutMs: z.unknown().optional(),
+  connectionTimeoutMillis: z.unknown().optional(),
+  poolSize: z.unknown().optional(),
+  maxSessions: z.unknown().optional(),
+  now: z.unknown().optional(),
+} satisfies { [K in keyof Required<PostgresStoreOptions>]: z.ZodType });
 
 /** The schema version this code writes; a table with a newer one is refused. */
 export const POSTGRES_SCHEMA_VERSION = 2;
@@ -116,8 +134,28 @@ const MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-/** Creates a PostgreSQL {@link SessionStore}; the table is created or migrated on first use. */
+/**
+ * Creates a PostgreSQL {@link SessionStore}; the table is created or migrated on first use.
+ * Its options are checked now: an unknown one is a `TemplateConfigError` naming it (with a
+ * did-you-mean when one is close), a value of the wrong type an `InvalidArgumentError`.
+ */
 export function postgresStore(options: PostgresStoreOptions = {}): SessionStore {
+  // A misspelt option would otherwise be ignored without a word: `connectionstring` falls back
+  // to the PG* environment variables, a database other than the one meant.
+  throwOnErrors(optionIssues(POSTGRES_STORE_OPTIONS, options), 'postgresStore() options');
+  if (options.connectionString !== undefined && typeof options.connectionString !== 'string') {
+    throw new InvalidArgumentError(
+      'connectionString',
+      `expected a postgres:// URL string, got ${typeof options.connectionString}`,
+    );
+  }
+  if (options.pool !== undefined && !(typeof options.pool === 'object' && options.pool !== null)) {
+    throw new InvalidArgumentError('pool', `expected a pg Pool, got ${typeof options.pool}`);
+  }
+  // A clock that is not a function would fail only at the first request, as a TypeError.
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new InvalidArgumentError('now', `expected a function returning milliseconds, got ${typeof options.now}`);
+  }
   const pg = loadPg();
   const table = options.table ?? 'baton_sessions';
   if (typeof table !== 'string' || !IDENTIFIER.test(table)) {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Socket } from 'node:net';
 import { type Command, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { freePort } from '../../test/helpers/free-port.js';
 import { pingRedis, serviceAvailable } from '../../test/helpers/services.js';
 import { InvalidArgumentError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
@@ -49,6 +50,48 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
     (error: unknown) => error,
   );
 }
+
+// Checked before anything connects: these need no Redis server.
+describe('redisStore options', () => {
+  it('refuses an option it does not know, naming it and the factory, with a did-you-mean when close', () => {
+    // `urll` was ignored without a word: the store used the default local Redis instead.
+    const error = configErrorOf(() => redisStore({ urll: 'redis://cache.internal:6379' } as never));
+    expect(error.message).toContain('Invalid redisStore() options');
+    expect(error.issues).toEqual([
+      expect.objectContaining({ path: 'urll', message: 'unknown option "urll"', hint: 'did you mean "url"?' }),
+    ]);
+    const several = configErrorOf(() => redisStore({ url: URL, prefx: 'app:', commandTimeout: 500 } as never));
+    expect(several.issues.map((issue) => [issue.path, issue.hint])).toEqual([
+      ['prefx', 'did you mean "prefix"?'],
+      ['commandTimeout', 'did you mean "commandTimeoutMs"?'],
+    ]);
+  });
+
+  it('refuses a url, client or clock of the wrong type, when it is created', () => {
+    expect(() => redisStore({ url: new globalThis.URL(URL) } as never)).toThrow(
+      'Invalid url: expected a redis:// or rediss:// URL string, got object',
+    );
+    expect(() => redisStore({ client: URL } as never)).toThrow(
+      'Invalid client: expected an ioredis Redis or Cluster, got string',
+    );
+    expect(() => redisStore({ url: URL, now: Date.now() } as never)).toThrow(
+      'Invalid now: expected a function returning milliseconds, got number',
+    );
+  });
+
+  it('still takes every option it knows (connecting only when used)', async () => {
+    const store = redisStore({
+      url: URL,
+      prefix: `${RUN_PREFIX}options:`,
+      maxSessions: 10,
+      now: Date.now,
+      maxRetries: 3,
+      commandTimeoutMs: 500,
+      connectTimeoutMs: 500,
+    });
+    await store.close();
+  });
+});
 
 describe.skipIf(skip)('redisStore', () => {
   const stores: SessionStore[] = [];

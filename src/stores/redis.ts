@@ -30,6 +30,7 @@
  */
 import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import { z } from 'zod/v4';
 import {
   BatonError,
   InvalidArgumentError,
@@ -37,6 +38,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
@@ -82,6 +84,22 @@ export interface RedisStoreOptions extends StoreOptions {
   /** How long one connection attempt may take (default 2,000 ms). */
   connectTimeoutMs?: number;
 }
+
+/**
+ * The option names {@link redisStore} takes, to refuse others with a did-you-mean, as
+ * `createOrchestrationManager` does (values are checked where they are used). Typed on the
+ * options, so a new option does not compile until it is listed here.
+ */
+const REDIS_STORE_OPTIONS = z.strictObject({
+  client: z.unknown().optional(),
+  url: z.unknown().optional(),
+  prefix: z.unknown().optional(),
+  maxSessions: z.unknown().optional(),
+  now: z.unknown().optional(),
+  maxRetries: z.unknown().optional(),
+  commandTimeoutMs: z.unknown().optional(),
+  connectTimeoutMs: z.unknown().optional(),
+} satisfies { [K in keyof Required<RedisStoreOptions>]: z.ZodType });
 
 /** The key that holds `sessionId`'s state under `prefix` (useful to inspect a session with redis-cli). */
 export function redisSessionKey(sessionId: string, prefix = 'baton:'): string {
@@ -217,8 +235,26 @@ interface Snapshot {
 const CACHE_LIMIT = 10_000;
 const BACKOFF_CAP_MS = 100;
 
-/** Creates a {@link SessionStore} kept in Redis (standalone or Cluster); connects lazily. */
+/**
+ * Creates a {@link SessionStore} kept in Redis (standalone or Cluster); connects lazily.
+ * Its options are checked now: an unknown one is a `TemplateConfigError` naming it (with a
+ * did-you-mean when one is close), a value of the wrong type an `InvalidArgumentError`.
+ */
 export function redisStore(options: RedisStoreOptions = {}): SessionStore {
+  // A misspelt option would otherwise be ignored without a word: `urll` connects to the default
+  // local Redis, which may well answer, so the app keeps its sessions in the wrong place.
+  throwOnErrors(optionIssues(REDIS_STORE_OPTIONS, options), 'redisStore() options');
+  if (options.url !== undefined && typeof options.url !== 'string') {
+    throw new InvalidArgumentError('url', `expected a redis:// or rediss:// URL string, got ${typeof options.url}`);
+  }
+  if (options.client !== undefined && !(typeof options.client === 'object' && options.client !== null)) {
+    throw new InvalidArgumentError('client', `expected an ioredis Redis or Cluster, got ${typeof options.client}`);
+  }
+  // Ignored (Redis expires keys on its own clock), but refused when it is no clock at all, as
+  // every store refuses it.
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new InvalidArgumentError('now', `expected a function returning milliseconds, got ${typeof options.now}`);
+  }
   const prefix = options.prefix ?? 'baton:';
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
     throw new InvalidArgumentError(

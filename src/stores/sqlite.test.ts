@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { appendToLog } from '../core/session-log.js';
 import { createState, type OrchestrationState } from '../core/state.js';
@@ -52,6 +53,42 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 testStore({
   name: 'sqlite',
   create: ({ namespace, ...options }) => sqliteStore({ path: join(directory, `${namespace}.db`), ...options }),
+});
+
+describe('sqliteStore options', () => {
+  it('refuses an option it does not know, naming it and the factory, with a did-you-mean when close', () => {
+    // `synchronus: 'full'` was ignored without a word: commits stayed unsynced on power loss.
+    const error = configErrorOf(() => sqliteStore({ path: ':memory:', synchronus: 'full' } as never));
+    expect(error.message).toContain('Invalid sqliteStore() options');
+    expect(error.issues).toEqual([
+      expect.objectContaining({
+        path: 'synchronus',
+        message: 'unknown option "synchronus"',
+        hint: 'did you mean "synchronous"?',
+      }),
+    ]);
+    // What testStore() gives every store: a store on a server must map it (to a file, a table).
+    expect(configErrorOf(() => sqliteStore({ path: ':memory:', namespace: 'n' } as never)).message).toContain(
+      'namespace: unknown option "namespace"',
+    );
+  });
+
+  it('refuses a clock that is not a function, when it is created', () => {
+    expect(() => sqliteStore({ path: ':memory:', now: 5 } as never)).toThrow(
+      'Invalid now: expected a function returning milliseconds, got number',
+    );
+  });
+
+  it('still takes every option it knows', () => {
+    open({
+      path: ':memory:',
+      table: 'sessions',
+      busyTimeoutMs: 100,
+      synchronous: 'full',
+      maxSessions: 10,
+      now: () => 0,
+    });
+  });
 });
 
 describe('parseSqliteUrl', () => {

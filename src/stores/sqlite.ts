@@ -16,7 +16,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DatabaseSync, SQLOutputValue, StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod/v4';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadNodeSqlite } from './optional-dependency.js';
@@ -40,6 +42,20 @@ export interface SqliteStoreOptions extends StoreOptions {
    */
   synchronous?: 'normal' | 'full';
 }
+
+/**
+ * The option names {@link sqliteStore} takes, to refuse others with a did-you-mean, as
+ * `createOrchestrationManager` does (values are checked where they are used). Typed on the
+ * options, so a new option does not compile until it is listed here.
+ */
+const SQLITE_STORE_OPTIONS = z.strictObject({
+  path: z.unknown().optional(),
+  busyTimeoutMs: z.unknown().optional(),
+  table: z.unknown().optional(),
+  synchronous: z.unknown().optional(),
+  maxSessions: z.unknown().optional(),
+  now: z.unknown().optional(),
+} satisfies { [K in keyof Required<SqliteStoreOptions>]: z.ZodType });
 
 /** The schema version this code writes; a database stamped with a newer one is refused. */
 export const SQLITE_SCHEMA_VERSION = 2;
@@ -132,9 +148,20 @@ export function parseSqliteUrl(url: string): SqliteStoreOptions {
   return options;
 }
 
-/** Creates a {@link SessionStore} kept in a SQLite database (opened, and migrated, now). */
+/**
+ * Creates a {@link SessionStore} kept in a SQLite database (opened, and migrated, now).
+ * Its options are checked now: an unknown one is a `TemplateConfigError` naming it (with a
+ * did-you-mean when one is close), a value of the wrong type an `InvalidArgumentError`.
+ */
 export function sqliteStore(options: SqliteStoreOptions): SessionStore {
+  // A misspelt option would otherwise be ignored without a word (`synchronus: 'full'` would
+  // leave commits unsynced on power loss).
+  throwOnErrors(optionIssues(SQLITE_STORE_OPTIONS, options), 'sqliteStore() options');
   const now = options.now ?? Date.now;
+  // A clock that is not a function would fail only at the first request, as a TypeError.
+  if (typeof now !== 'function') {
+    throw new InvalidArgumentError('now', `expected a function returning milliseconds, got ${typeof now}`);
+  }
   const path = options.path;
   if (typeof path !== 'string' || path === '') {
     throw new InvalidArgumentError('path', 'expected a database file path or ":memory:"');
