@@ -1,7 +1,9 @@
 import { tracingChannel } from 'node:diagnostics_channel';
+import { openai } from '@ai-sdk/openai';
 import { AI_SDK_TELEMETRY_TRACING_CHANNEL, type ModelMessage, type ToolSet, tool, type UIMessage } from 'ai';
 import { describe, expect, expectTypeOf, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { CoreLLM, MissingApiKeyError } from '../ai-sdk/core-llm.js';
 import type { OrchestratedStreamResult } from '../ai-sdk/llm-orchestration-service.js';
 import type { StepInfo } from '../ai-sdk/orchestrate.js';
@@ -272,6 +274,43 @@ describe('createAgent configuration errors', () => {
 
   it('throws MissingApiKeyError for a model spec without its key', () => {
     expect(() => createAgent(template, { model: 'anthropic:claude-x', env: {} })).toThrow(/ANTHROPIC_API_KEY/);
+  });
+
+  it('refuses a model it could not call when the agent is created, as createApp does', () => {
+    // `model: 42` and `model: openai` (the provider, not openai('gpt-4o')) used to be accepted,
+    // and fail only when the first message called the model.
+    const number = configErrorOf(() => createAgent(template, { model: 42 as never }));
+    expect(number.message).toContain(`Invalid agent "${template.id}"`);
+    expect(number.issues.map((issue) => issue.path)).toEqual(['options.model']);
+    expect(number.issues[0]!.message).toMatch(/^expected a model spec \("offline", "openai:gpt-4o"\).*, got number$/);
+
+    const provider = configErrorOf(() => createAgent(template, { model: openai as never }));
+    expect(provider.issues.map((issue) => issue.path)).toEqual(['options.model']);
+    expect(provider.issues[0]!.message).toMatch(/this is a provider: call it with a model id \(openai\("gpt-4o"\)\)/);
+
+    const noModel = configErrorOf(() => createAgent(template, { model: { modelId: 'gpt-4o' } as never }));
+    expect(noModel.issues[0]!.message).toMatch(/got an object with neither doStream nor provider$/);
+
+    // A spec, an AI SDK model, a CoreLLM and { provider, model } still pass.
+    expect(createAgent(template, { model: 'offline' }).llm.provider).toBe('offline');
+    expect(createAgent(template, { model: openai('gpt-4o') }).llm.modelId).toBe('gpt-4o');
+    const llm = createAgent(template, { model: 'offline' }).llm;
+    expect(createAgent(template, { model: llm }).llm).toBe(llm);
+    expect(
+      createAgent(template, { model: { provider: 'openai', model: 'gpt-4o' }, env: { OPENAI_API_KEY: 'k' } }).llm
+        .modelId,
+    ).toBe('gpt-4o');
+  });
+
+  it('refuses an option it does not know, with a did-you-mean', () => {
+    const error = configErrorOf(() => createAgent(template, { model: 'offline', tool: {} } as never));
+    expect(error.issues).toEqual([
+      expect.objectContaining({
+        path: 'options.tool',
+        message: 'unknown option "tool"',
+        hint: 'did you mean "tools"?',
+      }),
+    ]);
   });
 
   it('asks for a model when neither the template nor the options name one', () => {

@@ -18,6 +18,7 @@ import {
   type UIMessage,
 } from 'ai';
 import { z } from 'zod/v4';
+import { modelOptionSchema } from '../ai-sdk/check-orchestrate-options.js';
 import { CoreLLM, createLLM, type LLMOptions, parseModelSpec, templateLLMOptions } from '../ai-sdk/core-llm.js';
 import type { OrchestratedStreamResult, StreamWithOrchestrationOptions } from '../ai-sdk/llm-orchestration-service.js';
 import type { StepInfo } from '../ai-sdk/orchestrate.js';
@@ -89,8 +90,10 @@ const createAgentOptionSchemas: { [K in keyof Required<CreateAgentOptions>]: z.Z
   manager: managerSchema,
   store: storeSchema,
   managerOptions: objectSchema('expected the options of createOrchestrationManager'),
-  // An AI SDK model, a CoreLLM, a spec or provider options: resolved (and explained) below.
-  model: z.unknown(),
+  // An AI SDK model, a CoreLLM, a spec or provider options; anything else is refused with
+  // createApp's words (a number, or a provider such as `openai` itself, would fail only when the
+  // first message calls the model). A spec is resolved (and explained) below.
+  model: modelOptionSchema,
   // Not z.record: process.env is not a plain object.
   env: objectSchema('expected an environment such as process.env'),
   telemetry: z.strictObject({ recordContent: z.boolean().optional() }),

@@ -13,6 +13,7 @@ import {
   type UIMessageChunk,
 } from 'ai';
 import { describe, expect, it } from 'vitest';
+import { configErrorOf } from '../../test/helpers/config-errors.js';
 import { builtinTools } from '../agents/tools/index.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { AgentTemplate } from '../core/schema.js';
@@ -222,6 +223,34 @@ describe('orchestrationParts', () => {
     expect(snapshotsOf(chunks).some((snapshot) => snapshot.final)).toBe(false);
     expect(chunks.at(-1)?.type).toBe('finish');
     await manager.close();
+  });
+
+  it('refuses misspelt, missing or ill-typed options when it is created, as orchestrate() does', () => {
+    const manager = createOrchestrationManager();
+    // `confg` used to pass, then fail as a TypeError reading the template's id.
+    const misspelt = configErrorOf(() => orchestrationParts({ manager, confg: reasoner } as never));
+    expect(misspelt.message).toContain('Invalid orchestrationParts() options');
+    expect(misspelt.issues).toEqual([
+      expect.objectContaining({ path: 'config', message: 'expected an agent template or its orchestration block' }),
+      expect.objectContaining({ path: 'confg', message: 'unknown option "confg"', hint: 'did you mean "config"?' }),
+    ]);
+    // The same words as orchestrate() for the same mistake.
+    const orchestrated = configErrorOf(() => orchestrate({ manager, confg: reasoner, sessionId: 's', tools } as never));
+    expect(orchestrated.issues.find((issue) => issue.path === 'config')?.message).toBe(misspelt.issues[0]?.message);
+
+    const typed = configErrorOf(() =>
+      orchestrationParts({ manager: {}, config: reasoner, agentId: 7, toolAnnotations: {} } as never),
+    );
+    expect(typed.issues.map((issue) => issue.path)).toEqual(['manager', 'agentId', 'toolAnnotations']);
+    expect(typed.message).toContain('expected an OrchestrationManager (createOrchestrationManager())');
+    expect(typed.message).toContain('expected a Map from tool name to MCP annotations');
+
+    // A bad template is reported under `config`, with the other problems.
+    const bad = configErrorOf(() =>
+      orchestrationParts({ manager, config: { ...reasoner, orchestration: { stepz: [] } } } as never),
+    );
+    expect(bad.issues.every((issue) => issue.path.startsWith('config'))).toBe(true);
+    expect(bad.issues.length).toBeGreaterThan(0);
   });
 
   it('needs an agent id for an orchestration block, at creation', () => {

@@ -19,10 +19,13 @@
  * ```
  */
 import type { ToolSet, UIDataTypes, UIMessageChunk } from 'ai';
+import { z } from 'zod/v4';
 import type { OrchestrationSource } from '../core/compile.js';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
+import { optionIssues, throwOnErrors } from '../core/option-issues.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
+import { configIssues, orchestrateOptionSchemas } from './check-orchestrate-options.js';
 import type { Orchestration, StepInfo } from './orchestrate.js';
 import {
   finalSnapshot,
@@ -45,6 +48,18 @@ export interface OrchestrationPartsOptions {
   /** The `toolAnnotations` given to `orchestrate()`, so the final part judges annotation selectors as the turn did. */
   toolAnnotations?: ReadonlyMap<string, ToolAnnotations>;
 }
+
+/**
+ * The options' shapes: the same schemas as `orchestrate()`'s options of the same names, so both
+ * refuse a value with the same words. Typed on the options, so a new option does not compile
+ * until it is checked here.
+ */
+const orchestrationPartsOptionsSchema = z.strictObject({
+  manager: orchestrateOptionSchemas.manager,
+  config: orchestrateOptionSchemas.config,
+  agentId: orchestrateOptionSchemas.agentId.optional(),
+  toolAnnotations: orchestrateOptionSchemas.toolAnnotations.optional(),
+} satisfies { [K in keyof Required<OrchestrationPartsOptions>]: z.ZodType });
 
 /** What of an {@link Orchestration} the parts read: its tools, and the turn once it has ended. */
 export type OrchestrationOutcome = Pick<
@@ -71,9 +86,20 @@ export interface OrchestrationParts {
 /**
  * Baton's `data-orchestration` parts for one turn of your own route (see the module comment):
  * create it per request, pass `onStep` to `orchestrate()`, and put the turn's UI message stream
- * through `stream()`.
+ * through `stream()`. Its options are checked now: a `TemplateConfigError` lists every problem
+ * (an unknown option with a did-you-mean, a value of the wrong type, a bad config), as
+ * `orchestrate()` lists its own.
  */
 export function orchestrationParts(options: OrchestrationPartsOptions): OrchestrationParts {
+  // Every problem at once, as `orchestrate()` reports its own: a misspelt `config` would
+  // otherwise fail below as a TypeError, and a bad config when the manager compiles it.
+  const issues = optionIssues(orchestrationPartsOptionsSchema, options);
+  if (typeof options === 'object' && options !== null) {
+    // Annotations that are not a Map are reported above; the config is judged without them.
+    const annotations = options.toolAnnotations instanceof Map ? options.toolAnnotations : undefined;
+    issues.push(...configIssues(options.manager, options.config, undefined, annotations));
+  }
+  throwOnErrors(issues, 'orchestrationParts() options');
   const agentId = options.agentId ?? templateId(options.config);
   if (agentId === undefined) {
     throw new InvalidArgumentError(
