@@ -156,6 +156,37 @@ describe('transition: reserve before run', () => {
     expect(abandoned.state.pending).toBeUndefined();
   });
 
+  it('judges a call in the outcome where a running call is abandoned too, not only completed or failed', () => {
+    // "pay" and "free" share one call per step; a completed "pay" moves the session to After,
+    // where the count starts again. Completed, "free" may run (in After); failed, too (nothing
+    // counted); abandoned, it may not: "pay" counts in Checkout and the session stays there.
+    const s = session({
+      rules: [{ tools: ['pay', 'free'], limit: { max: 1, per: 'step' }, reason: 'One per step' }],
+      steps: [
+        { name: 'After', conditions: [{ type: 'tool_used', value: 'pay' }] },
+        { name: 'Checkout', isDefault: true },
+      ],
+    });
+    s.message();
+    expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+    expect(s.request('free', 'f1')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.abandon('p1');
+    expect(s.state.activeStep).toBe('Checkout');
+    expect(s.request('free', 'f2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+  });
+
+  it('refuses a call as pending, not as over its limit, while a running call that counts may still fail', () => {
+    const s = session({
+      rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'Pay once' }],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    });
+    s.message();
+    expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    s.fail('p1');
+    expect(s.request('pay', 'p3')).toMatchObject({ allowed: true });
+  });
+
   it('refuses a second call at a position a running call holds, and the next position until it commits', () => {
     const s = session(research);
     s.message();

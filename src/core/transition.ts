@@ -919,7 +919,7 @@ export function explain(
   const active = plan.step(step.activeStep);
   const tools: ToolExplanation[] = agentTools.map((tool) => {
     if (capped) return { tool, allowed: false, reason: capDenial(step.running) };
-    const judged = judge(plan, outcomes, tool, agentTools, preset, undefined, context);
+    const judged = judge(plan, current, outcomes, tool, agentTools, preset, undefined, context);
     const rules =
       judged.conditional.length === 0
         ? {}
@@ -1009,7 +1009,7 @@ function decideCall(
     approved: call.approved === true,
     context: context.ruleContext,
   };
-  const judged = judge(plan, outcomes, tool, agentTools, preset, new RuleInputs(facts), context);
+  const judged = judge(plan, state, outcomes, tool, agentTools, preset, new RuleInputs(facts), context);
   limits.push(...judged.limits);
   if (judged.runs === 'all') {
     if (judged.enforced === 'all') return { type: 'tool', tool, toolCallId, allowed: true };
@@ -1039,11 +1039,51 @@ interface Judgement {
 }
 
 /**
- * Judges `tool` in every outcome: `preset` (a reason that holds whatever the outcome), else the
- * step's rules (SPEC sections 4 and 5), else a spent budget, else the rules on calls (SPEC
- * section 9; `inputs` undefined: the call's input is unknown, as in `explain`).
+ * Judges `tool` in every outcome of `state`'s running calls (`outcomes`, see {@link outcomesOf}):
+ * each completes, fails or is abandoned. `outcomes` take every call that does not complete as
+ * abandoned (counted), which is exact for "allowed in all". Where some refuse and a running call
+ * is counted by a limit, whether all refuse is told by the outcomes where those calls fail
+ * instead: counts only make refusals, so an outcome refused with fewer counts is refused with more.
  */
 function judge(
+  plan: OrchestrationPlan,
+  state: OrchestrationState,
+  outcomes: readonly OrchestrationState[],
+  tool: string,
+  agentTools: readonly string[],
+  preset: ToolDenial | undefined,
+  inputs: RuleInputs | undefined,
+  context: TransitionContext,
+): Judgement {
+  const counted = judgeIn(plan, outcomes, tool, agentTools, preset, inputs, context);
+  if (counted.runs === 'all' || !hasCountedRunning(state)) return counted;
+  const failed = judgeIn(plan, outcomesOf(plan, state, context, false), tool, agentTools, preset, inputs, context);
+  return {
+    runs: failed.runs === 'none' ? 'none' : 'some',
+    enforced: counted.enforced === 'all' ? 'all' : failed.enforced === 'none' ? 'none' : 'some',
+    // In outcome order, all running calls failing first: what holds for sure comes first.
+    first: failed.first ?? counted.first,
+    limits: failed.limits.length === 0 ? counted.limits : union([...counted.limits], failed.limits),
+    conditional:
+      failed.conditional.length === 0 ? counted.conditional : union([...counted.conditional], failed.conditional),
+  };
+}
+
+/** True when a running call of `state` is counted by a limit rule, however it ends but failing. */
+function hasCountedRunning(state: OrchestrationState): boolean {
+  const pending = state.pending;
+  if (pending === undefined) return false;
+  for (const entry of pending)
+    if (entry.kind === 'call' && entry.done !== true && entry.limits !== undefined) return true;
+  return false;
+}
+
+/**
+ * Judges `tool` in every one of `outcomes`: `preset` (a reason that holds whatever the outcome),
+ * else the step's rules (SPEC sections 4 and 5), else a spent budget, else the rules on calls
+ * (SPEC section 9; `inputs` undefined: the call's input is unknown, as in `explain`).
+ */
+function judgeIn(
   plan: OrchestrationPlan,
   outcomes: readonly OrchestrationState[],
   tool: string,
@@ -1207,8 +1247,8 @@ export function runningTools(state: OrchestrationState): string[] {
 }
 
 /**
- * The session as it stands if every running call fails: what is known for sure (the first of
- * the outcomes every decision judges).
+ * The session as it stands if every running call fails: what is known for sure (the decisions'
+ * outcomes take calls that do not complete as abandoned instead: see {@link judge}).
  */
 export function settledState(
   plan: OrchestrationPlan,
@@ -1221,17 +1261,21 @@ export function settledState(
 
 /**
  * The session after each combination of outcomes of its running calls (bit i of the index set:
- * running call i completes), computed once per input; the first is {@link settledState}.
+ * running call i completes; else it is abandoned, counted by its limits, or with
+ * `countUnfinished` false it fails), computed once per input; the first is every call not
+ * completing.
  */
 function outcomesOf(
   plan: OrchestrationPlan,
   state: OrchestrationState,
   context: TransitionContext,
+  countUnfinished = true,
 ): readonly OrchestrationState[] {
   if (state.pending === undefined) return [state];
   const running = Math.min(runningTools(state).length, MAX_RUNNING_CALLS);
   const outcomes = new Array<OrchestrationState>(1 << running);
-  for (let mask = 0; mask < outcomes.length; mask++) outcomes[mask] = replay(plan, state, mask, context);
+  for (let mask = 0; mask < outcomes.length; mask++)
+    outcomes[mask] = replay(plan, state, mask, context, countUnfinished);
   return outcomes;
 }
 
@@ -1346,12 +1390,19 @@ function incompleteSequence(
  * Replays the pending log on the committed state: running call number i (in log order)
  * completes when bit i of `completes` is set; done calls complete; messages and unenforced
  * records apply in their place. Events are dropped: this is a what-if.
+ *
+ * A running call that does not complete either fails (nothing happens) or is abandoned (its
+ * limit rules count it: see the `tool-abandoned` input). With `countUnfinished` it is taken as
+ * abandoned: that outcome is the failed one with more counted, and counts only ever make limits
+ * refuse more (rules read no counts), so a call allowed there and where it completes is allowed
+ * in all three. Without, it fails: the session as known for sure ({@link settledState}).
  */
 function replay(
   plan: OrchestrationPlan,
   state: OrchestrationState,
   completes: number,
   context: TransitionContext,
+  countUnfinished = false,
 ): OrchestrationState {
   const pending = state.pending ?? [];
   let current: OrchestrationState = { ...state, pending: undefined };
@@ -1370,6 +1421,8 @@ function replay(
       if (entry.done !== true) bit++;
       if (done)
         current = record(plan, current, entry.tool, message, context, !shadowOf(plan, current), entry.limits).state;
+      else if (countUnfinished && entry.limits !== undefined)
+        current = countCall(plan, current, entry.limits, message, context.now);
     }
   }
   return current;
