@@ -92,7 +92,7 @@ beforeAll(async () => {
   const stateless = await validChat('stateless', 'cognitive-reasoner', RESEARCH);
   issuedSessionId = stateless.sessionId;
   issuedToken = stateless.final.stateToken ?? '';
-  expect(issuedToken).toMatch(/^v1\./);
+  expect(issuedToken).toMatch(/^v2\./);
 });
 
 afterAll(async () => {
@@ -719,7 +719,9 @@ function stateToken(g: Gen, sessionId: string): string {
       const i = g(fc.nat, { max: parts.length - 1 });
       parts[i] = pick(g, [
         '',
-        'v2',
+        // The version is signed: the same payload labelled with the older, uncompressed format
+        // must fail the signature, not be parsed as plain JSON.
+        'v1',
         'AAAAAAAAAAA',
         parts[(i + 1) % parts.length]!,
         g(fc.base64String, { maxLength: 60 }),
@@ -732,7 +734,7 @@ function stateToken(g: Gen, sessionId: string): string {
     case 7:
       return headerValue(g);
     default:
-      return `v1.${'A'.repeat(11)}.${'A'.repeat(g(fc.integer, { min: 1, max: 200_000 }))}.${'A'.repeat(43)}`;
+      return `${pick(g, ['v1', 'v2'])}.${'A'.repeat(11)}.${'A'.repeat(g(fc.integer, { min: 1, max: 200_000 }))}.${'A'.repeat(43)}`;
   }
 }
 

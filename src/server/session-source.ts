@@ -38,8 +38,10 @@ export const STATE_HEADER_ROOM = 2048;
  * 14,336 by default. The token comes back in the {@link STATE_HEADER} header, and Node answers a
  * request whose headers are over its limit with a bare `431` before any route sees it; so a longer
  * token is refused when it would be issued, with an error that says why and what to do instead.
- * A session's state keeps the ids of its latest 256 tool calls, which alone can take 24 KiB of
- * token with 64-character ids (about 12 KiB with hosted providers' 30): long sessions need a store.
+ * A session's state keeps the ids of its latest 256 tool calls; the token's payload is deflated,
+ * so with hosted providers' ids (`call_` and 24 random characters) they take about 7,100
+ * characters, and with 16 approvals waiting and 8 calls running the whole state about 9,400.
+ * Random 64-character ids still take about 16,200 alone: such long sessions need a store.
  */
 export const MAX_STATE_TOKEN_LENGTH = maxHeaderSize - STATE_HEADER_ROOM;
 

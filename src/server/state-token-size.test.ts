@@ -2,9 +2,12 @@
  * Stateless sessions carry their state in the `x-orchestration-state` request header, and Node
  * answers a request whose headers are over its limit (16 KiB by default) with a bare `431`
  * before any route runs. A session's state keeps the ids of its latest 256 tool calls, so a
- * long session outgrows the header: the server must say so when it would issue such a token,
- * not hand out one that makes the next request fail with a status that names nothing.
+ * long session outgrows the header: the token's payload is compressed so that sessions with
+ * hosted providers' ids fit, and when even that is too long the server must say so when it would
+ * issue such a token, not hand out one that makes the next request fail with a status that
+ * names nothing.
  */
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { maxHeaderSize } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,9 +17,9 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AgentTemplate } from '../core/schema.js';
-import { createState, TOOL_CALL_IDS_LIMIT } from '../core/state.js';
+import { APPROVALS_LIMIT, createState, type OrchestrationState, TOOL_CALL_IDS_LIMIT } from '../core/state.js';
 import { MAX_CALL_ID_LENGTH } from '../orchestration/turn.js';
-import { encodeStateToken } from '../stores/state-token.js';
+import { decodeStateToken, encodeStateToken } from '../stores/state-token.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
 import { createApp } from './create-app.js';
 import { MAX_STATE_TOKEN_LENGTH, STATE_HEADER } from './session-source.js';
@@ -88,8 +91,71 @@ async function chunksOf(response: Response): Promise<{ type: string; [field: str
     .map((line) => JSON.parse(line.slice('data: '.length)));
 }
 
-/** A call id of the longest length a session keeps as it is. */
-const longId = (n: number) => `call_${String(n).padStart(MAX_CALL_ID_LENGTH - 5, '0')}`;
+/** Bytes that look random (so that they compress as badly as real ids), the same on every run. */
+function noise(seed: string, length: number): Buffer {
+  const blocks = Array.from({ length: Math.ceil(length / 32) }, (_, i) =>
+    createHash('sha256').update(`${seed} ${i}`).digest(),
+  );
+  return Buffer.concat(blocks).subarray(0, length);
+}
+
+/**
+ * A call id of the longest length a session keeps as it is, random base64url as some providers'
+ * ids are: it compresses to about 3/4 of its length, the worst any real id does.
+ */
+const longId = (n: number) =>
+  `call_${noise(`long ${n}`, 45)
+    .toString('base64url')
+    .slice(0, MAX_CALL_ID_LENGTH - 5)}`;
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** An id as OpenAI's: `call_` and 24 random base62 characters. */
+const hostedId = (seed: string) =>
+  `call_${Array.from(noise(seed, 24), (byte) => BASE62[byte % BASE62.length]).join('')}`;
+
+/**
+ * A long session with a hosted provider's ids, at the bounds a state keeps: the latest 256 call
+ * ids, 16 approvals waiting to be used, 8 calls running (see `src/core/state.ts`).
+ */
+function longSession(now: number): OrchestrationState {
+  const tools = ['search', 'fetch_page', 'read_file', 'write_file', 'run_tests', 'summarize'];
+  return {
+    ...createState(crypto.randomUUID(), now - 3_600_000),
+    lastAccessed: now,
+    agentId: 'busy',
+    activeStep: 'Work',
+    version: 412,
+    toolUses: 248,
+    sequenceIndex: 3,
+    lastMessageKey: `m-${noise('message', 12).toString('base64url')}`,
+    cumulativeTokenUsage: { promptTokens: 1_834_211, completionTokens: 92_133, totalTokens: 1_926_344 },
+    stepTokens: { Work: 1_926_344 },
+    recentlyUsedTools: Array.from({ length: 50 }, (_, i) => tools[i % tools.length]!),
+    toolCallIds: Array.from({ length: TOOL_CALL_IDS_LIMIT }, (_, i) => hostedId(`id ${i}`)),
+    counts: { 'rules[0]': { n: 212, at: Array.from({ length: 10 }, (_, i) => now - i * 60_000) } },
+    approvals: Array.from({ length: APPROVALS_LIMIT }, (_, i) => ({
+      id: hostedId(`approval ${i}`),
+      tool: tools[i % tools.length]!,
+      digest: noise(`digest ${i}`, 32).toString('base64url'),
+      rule: `steps[0].rules[${i % 3}]`,
+      at: `${noise(`at ${i}`, 4).readUInt32BE().toString(36)}.${noise(`at' ${i}`, 4).readUInt32BE().toString(36)}`,
+    })),
+    pending: Array.from({ length: 8 }, (_, i) => ({
+      kind: 'call' as const,
+      id: hostedId(`running ${i}`),
+      tool: tools[i % tools.length]!,
+      expiresAt: now + 60_000 + i,
+      limits: ['rules[0]'],
+      ...(i === 0 ? { message: { key: `m-${noise('message', 12).toString('base64url')}`, matches: [0, 2] } } : {}),
+    })),
+  };
+}
+
+/** The length a token of the uncompressed format before `v2` (`v1`) would have for `state`. */
+function v1Length(state: OrchestrationState, exp: number): number {
+  const payload = Buffer.from(JSON.stringify({ s: state, exp }), 'utf8').toString('base64url');
+  return 'v1.'.length + 11 + 1 + payload.length + 1 + 43;
+}
 
 describe('state tokens and the request header limit', () => {
   it('leaves room for a browser request around the longest token it issues', () => {
@@ -98,8 +164,19 @@ describe('state tokens and the request header limit', () => {
     expect(headers).toBeLessThan(1024);
   });
 
+  it('issues a token for a long session with hosted ids, which the uncompressed format could not', () => {
+    const now = Date.now();
+    const state = longSession(now);
+    const token = encodeStateToken(state, { keys: [KEY], now: () => now });
+    expect(decodeStateToken(token, { keys: [KEY], now: () => now })).toEqual(state);
+    // Measured: about 17,400 characters uncompressed, about 9,400 compressed.
+    expect(v1Length(state, now + state.ttl)).toBeGreaterThan(MAX_STATE_TOKEN_LENGTH + 2000);
+    expect(token.length).toBeLessThan(MAX_STATE_TOKEN_LENGTH - 4000);
+  });
+
   it('refuses, with an error that says what to do, to issue a token no request could carry back', async () => {
-    // A session at the bounds: 256 remembered call ids of the longest length kept as they are.
+    // A session at the bounds: 256 remembered call ids of the longest length kept as they are,
+    // random, so that they compress no better than real ones.
     const calls = Array.from({ length: TOOL_CALL_IDS_LIMIT + 8 }, (_, i) => ({
       toolName: 'search',
       input: {},
@@ -133,9 +210,9 @@ describe('state tokens and the request header limit', () => {
     const url = await listen(new ScriptedModel([{ text: 'hello' }]));
     const first = await chunksOf(await chatRequest(url, 'hi'));
     const issued = first.findLast((chunk) => chunk.type === 'data-orchestration')?.data as { stateToken: string };
-    const carried = JSON.parse(Buffer.from(issued.stateToken.split('.')[2]!, 'base64url').toString('utf8')).s;
+    const carried = decodeStateToken(issued.stateToken, { keys: [KEY] });
     // The same session, grown to just under the bound (signed with the server's key).
-    const state = { ...createState(carried.sessionId, Date.now()), ...carried, toolCallIds: [] as string[] };
+    const state = { ...carried, toolCallIds: [] as string[] };
     let token = encodeStateToken(state, { keys: [KEY] });
     for (let i = 0; ; i++) {
       const next = encodeStateToken({ ...state, toolCallIds: [...state.toolCallIds, longId(i)] }, { keys: [KEY] });

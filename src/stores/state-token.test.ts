@@ -1,4 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
+import { deflateRawSync, deflateSync, gzipSync, inflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BatonError, InvalidArgumentError } from '../core/errors.js';
@@ -7,6 +8,7 @@ import {
   DEFAULT_STATE_TOKEN_MAX_LENGTH,
   decodeStateToken,
   encodeStateToken,
+  MAX_STATE_PAYLOAD_BYTES,
   parseStateKeys,
   StateTokenError,
   StateTokenErrorReason,
@@ -34,11 +36,37 @@ function kidOf(key: string | Uint8Array): string {
   return createHash('sha256').update(key).digest().subarray(0, 8).toString('base64url');
 }
 
-/** Builds a token by hand from the documented format, so the tests pin the format down. */
-function handSign(key: string | Uint8Array, payload: string | Buffer, version = 'v1'): string {
-  const body = `${version}.${kidOf(key)}.${Buffer.from(payload).toString('base64url')}`;
+type Version = 'v1' | 'v2';
+
+/** The payload part of the documented format: `v2` deflates the JSON (level 6), `v1` does not. */
+function payloadOf(json: string | Buffer, version: Version): string {
+  const bytes = Buffer.from(json);
+  return (version === 'v2' ? deflateRawSync(bytes, { level: 6 }) : bytes).toString('base64url');
+}
+
+/** The JSON a token's payload part holds, for either version. */
+function jsonOf(payload: string, version: Version): string {
+  const bytes = Buffer.from(payload, 'base64url');
+  return (version === 'v2' ? inflateRawSync(bytes) : bytes).toString('utf8');
+}
+
+/** Signs `<version>.<kid of key>.<payload>` as the documented format says, whatever the payload holds. */
+function signRaw(key: string | Uint8Array, version: string, payload: string): string {
+  const body = `${version}.${kidOf(key)}.${payload}`;
   return `${body}.${createHmac('sha256', key).update(body).digest('base64url')}`;
 }
+
+/** Builds a token by hand from the documented format, so the tests pin the format down. */
+function handSign(key: string | Uint8Array, json: string | Buffer, version: Version = 'v2'): string {
+  return signRaw(key, version, payloadOf(json, version));
+}
+
+/**
+ * A token issued by Baton before `v2` (the encoder of commit fc53ff2): `sampleState()` signed with
+ * K1 at T0, ttl 1000. Kept verbatim, so that decoding it proves such tokens still work.
+ */
+const V1_TOKEN =
+  'v1.Ydz_dvfB_Lw.eyJzIjp7InNlc3Npb25JZCI6InNlc3Npb24tMSIsImFjdGl2ZVN0ZXAiOiJyZXNlYXJjaCIsInJlY2VudGx5VXNlZFRvb2xzIjpbInNlYXJjaCIsImZldGNoIiwic2VhcmNoIl0sInNlcXVlbmNlSW5kZXgiOjIsImN1bXVsYXRpdmVUb2tlblVzYWdlIjp7InByb21wdFRva2VucyI6MTIwLCJjb21wbGV0aW9uVG9rZW5zIjozMCwidG90YWxUb2tlbnMiOjE1MH0sImNyZWF0ZWRBdCI6MTcwMDAwMDAwMDAwMCwibGFzdEFjY2Vzc2VkIjoxNzAwMDAwMDAwMDAwLCJ0dGwiOjg2NDAwMDAwLCJ2ZXJzaW9uIjowLCJsYXN0TWVzc2FnZUtleSI6Im0tNyJ9LCJleHAiOjE3MDAwMDAwMDEwMDB9.LhOCv68hxG9gZ3E557YSDYEg02B54btVNvWjDhWI4KU';
 
 /** The error `decodeStateToken` throws, or undefined when it accepted the token. */
 function rejection(token: string, keys: readonly (string | Uint8Array)[] = [K1], now = T0): unknown {
@@ -96,22 +124,54 @@ const stateArb: fc.Arbitrary<OrchestrationState> = fc.record(
 );
 
 describe('state token format', () => {
-  it('is v1.<kid>.<payload>.<signature>, URL-safe, with kid = first 8 bytes of SHA-256(key)', () => {
+  it('is v2.<kid>.<payload>.<signature>, URL-safe, with kid = first 8 bytes of SHA-256(key)', () => {
     const token = encodeStateToken(sampleState(), { keys: [K1], now: clock(T0), ttl: 1000 });
-    expect(token).toMatch(/^v1\.[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/);
+    expect(token).toMatch(/^v2\.[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/);
     expect(encodeURIComponent(token)).toBe(token);
     const [, kid, payload] = token.split('.') as [string, string, string, string];
     expect(kid).toBe(kidOf(K1));
-    expect(JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))).toEqual({
-      s: sampleState(),
-      exp: T0 + 1000,
-    });
+    // The payload is raw deflate of the JSON (no zlib or gzip header), and the HMAC covers it compressed.
+    expect(JSON.parse(jsonOf(payload, 'v2'))).toEqual({ s: sampleState(), exp: T0 + 1000 });
     expect(handSign(K1, JSON.stringify({ s: sampleState(), exp: T0 + 1000 }))).toBe(token);
   });
 
   it('accepts a token built by hand from the documented format', () => {
     const token = handSign(K3, JSON.stringify({ s: sampleState(), exp: T0 + 1 }));
     expect(decodeStateToken(token, { keys: [K3], now: clock(T0) })).toEqual(sampleState());
+  });
+
+  it('still decodes a v1 token issued before compression, until it expires', () => {
+    expect(V1_TOKEN.split('.')[1]).toBe(kidOf(K1));
+    expect(decodeStateToken(V1_TOKEN, { keys: [K1], now: clock(T0) })).toEqual(sampleState());
+    expect(decodeStateToken(V1_TOKEN, { keys: [K2, K1], now: clock(T0 + 999) })).toEqual(sampleState());
+    expect(reasonOf(V1_TOKEN, [K1], T0 + 1000)).toBe('expired');
+    expect(reasonOf(V1_TOKEN, [K2])).toBe('unknown-key');
+    // The same, built by hand, with a key given as bytes.
+    const token = handSign(K3, JSON.stringify({ s: sampleState(), exp: T0 + 1 }), 'v1');
+    expect(decodeStateToken(token, { keys: [K3], now: clock(T0) })).toEqual(sampleState());
+  });
+
+  it('never issues v1', () => {
+    const v1 = JSON.parse(jsonOf(V1_TOKEN.split('.')[2]!, 'v1'));
+    const reissued = encodeStateToken(v1.s, { keys: [K1], now: clock(T0), ttl: 1000 });
+    expect(reissued.startsWith('v2.')).toBe(true);
+    expect(reissued.length).toBeLessThan(V1_TOKEN.length);
+  });
+
+  it('compresses a long session to under two thirds of its v1 length', () => {
+    // 256 ids like hosted providers' (`call_` and 24 random base62 characters) compress poorly,
+    // and they are most of a long session's state.
+    const base62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+    const toolCallIds = Array.from({ length: 256 }, (_, i) => {
+      const digest = createHash('sha256').update(`id ${i}`).digest();
+      return `call_${Array.from(digest.subarray(0, 24), (byte) => base62[byte % 62]).join('')}`;
+    });
+    const state = sampleState({ toolCallIds });
+    const token = encodeStateToken(state, { keys: [K1], now: clock(T0) });
+    const v1 = handSign(K1, JSON.stringify({ s: state, exp: T0 + 86_400_000 }), 'v1');
+    expect(decodeStateToken(v1, { keys: [K1], now: clock(T0) })).toEqual(state);
+    expect(decodeStateToken(token, { keys: [K1], now: clock(T0) })).toEqual(state);
+    expect(token.length / v1.length).toBeLessThan(0.65);
   });
 });
 
@@ -154,14 +214,23 @@ describe('key rotation', () => {
   });
 });
 
-describe('rejections', () => {
-  const token = encodeStateToken(sampleState(), { keys: [K1], now: clock(T0), ttl: 1000 });
-  const [version, kid, payload, signature] = token.split('.') as [string, string, string, string];
+/** A token of `version` carrying `sampleState()` with expiry T0 + 1000: issued (v2) or as an older release issued it (v1). */
+function tokenOf(version: Version): string {
+  return version === 'v2'
+    ? encodeStateToken(sampleState(), { keys: [K1], now: clock(T0), ttl: 1000 })
+    : handSign(K1, JSON.stringify({ s: sampleState(), exp: T0 + 1000 }), 'v1');
+}
+
+describe.each(['v2', 'v1'] as const)('rejections of %s tokens', (version) => {
+  const token = tokenOf(version);
+  const [, kid, payload, signature] = token.split('.') as [string, string, string, string];
+
+  it('accepts the token itself', () => {
+    expect(reasonOf(token)).toBe('accepted');
+  });
 
   it('rejects an altered payload as bad-signature', () => {
-    const forged = Buffer.from(JSON.stringify({ s: sampleState({ sequenceIndex: 99 }), exp: T0 + 1000 })).toString(
-      'base64url',
-    );
+    const forged = payloadOf(JSON.stringify({ s: sampleState({ sequenceIndex: 99 }), exp: T0 + 1000 }), version);
     expect(reasonOf(`${version}.${kid}.${forged}.${signature}`)).toBe('bad-signature');
     // One character changed within the alphabet keeps the base64url canonical: only the HMAC catches it.
     const altered = `${payload[0] === 'A' ? 'B' : 'A'}${payload.slice(1)}`;
@@ -171,6 +240,17 @@ describe('rejections', () => {
   it('rejects a signature made with another key under the right kid as bad-signature', () => {
     const otherSignature = createHmac('sha256', K2).update(`${version}.${kid}.${payload}`).digest('base64url');
     expect(reasonOf(`${version}.${kid}.${payload}.${otherSignature}`)).toBe('bad-signature');
+  });
+
+  it('rejects a token relabelled with the other version as bad-signature', () => {
+    // The version is signed, so a v1 payload cannot pass as v2 (or back) without the key.
+    const other = version === 'v1' ? 'v2' : 'v1';
+    expect(reasonOf(`${other}.${kid}.${payload}.${signature}`)).toBe('bad-signature');
+  });
+
+  it('rejects a token whose key is no longer listed as unknown-key', () => {
+    expect(reasonOf(token, [K2])).toBe('unknown-key');
+    expect(reasonOf(token, [K2, K1])).toBe('accepted');
   });
 
   it('rejects a truncated token as truncated', () => {
@@ -192,12 +272,6 @@ describe('rejections', () => {
     expect((error as Error).message).toContain(new Date(T0 + 1000).toISOString());
   });
 
-  it('expires after 24 hours by default', () => {
-    const daily = encodeStateToken(sampleState(), { keys: [K1], now: clock(T0) });
-    expect(reasonOf(daily, [K1], T0 + 86_400_000 - 1)).toBe('accepted');
-    expect(reasonOf(daily, [K1], T0 + 86_400_000)).toBe('expired');
-  });
-
   it('checks the signature before the expiry', () => {
     const altered = `${version}.${kid}.${payload.slice(0, -2)}${payload.slice(-2) === 'AA' ? 'BA' : 'AA'}.${signature}`;
     expect(reasonOf(altered, [K1], T0 + 5000)).not.toBe('expired');
@@ -210,22 +284,25 @@ describe('rejections', () => {
       'hello',
       'null',
       '{"s":{}}',
-      'v1....',
-      'v1.a.b.c.d',
+      `${version}....`,
+      `${version}.a.b.c.d`,
       'v2.x.y.z',
       'V1.abc.def.ghi',
+      'V2.abc.def.ghi',
       `${token}.`,
       `${token}=`,
       `${token} `,
       ` ${token}`,
       `${token}\n`,
-      `v1.${kid}.${payload}.${signature.slice(0, 42)}!`,
-      `v1.${kid}.${payload}.${signature}AAAA`,
-      `v1.${kid}==.${payload}.${signature}`,
-      `v1.${kid}.${payload}=.${signature}`,
-      `v1.${kid}.${payload.replace(/.$/, '+')}.${signature}`,
-      `v1.${kid}..${signature}`,
-      `v1..${payload}.${signature}`,
+      `${version.toUpperCase()}.${kid}.${payload}.${signature}`,
+      `v3.${kid}.${payload}.${signature}`,
+      `${version}.${kid}.${payload}.${signature.slice(0, 42)}!`,
+      `${version}.${kid}.${payload}.${signature}AAAA`,
+      `${version}.${kid}==.${payload}.${signature}`,
+      `${version}.${kid}.${payload}=.${signature}`,
+      `${version}.${kid}.${payload.replace(/.$/, '+')}.${signature}`,
+      `${version}.${kid}..${signature}`,
+      `${version}..${payload}.${signature}`,
     ]) {
       expect([garbage, reasonOf(garbage)]).toEqual([garbage, 'malformed']);
     }
@@ -242,10 +319,6 @@ describe('rejections', () => {
     expect(reasonOf(`${version}.${kid}.${payload.slice(0, 4)}*${payload.slice(4)}.${signature}`)).toBe('malformed');
   });
 
-  it('rejects a correctly signed token of another version as malformed', () => {
-    expect(reasonOf(handSign(K1, JSON.stringify({ s: sampleState(), exp: T0 + 1 }), 'v2'))).toBe('malformed');
-  });
-
   it('rejects a token longer than maxLength before anything else', () => {
     expect(() => decodeStateToken(token, { keys: [K1], now: clock(T0), maxLength: token.length })).not.toThrow();
     const error = (() => {
@@ -257,14 +330,6 @@ describe('rejections', () => {
     })();
     expect(StateTokenError.isInstance(error) && error.reason).toBe('malformed');
     expect((error as Error).message).toContain(`limit is ${token.length - 1}`);
-    expect(reasonOf('x'.repeat(DEFAULT_STATE_TOKEN_MAX_LENGTH + 1))).toBe('malformed');
-    expect(() => decodeStateToken(token, { keys: [K1], maxLength: 0 })).toThrow(InvalidArgumentError);
-  });
-
-  it('rejects a value that is not a string as malformed', () => {
-    for (const value of [undefined, null, 42, {}, ['v1']]) {
-      expect(reasonOf(value as unknown as string)).toBe('malformed');
-    }
   });
 
   it('rejects a validly signed payload that is not a state as invalid-state', () => {
@@ -283,11 +348,83 @@ describe('rejections', () => {
       Buffer.from([0x7b, 0xff, 0xfe, 0x7d]),
     ];
     for (const body of payloads) {
-      expect([String(body), reasonOf(handSign(K1, body))]).toEqual([String(body), 'invalid-state']);
+      expect([String(body), reasonOf(handSign(K1, body, version))]).toEqual([String(body), 'invalid-state']);
     }
-    const error = rejection(handSign(K1, payloads[0]!));
+    const error = rejection(handSign(K1, payloads[0]!, version));
     expect((error as Error).message).toContain('token.s.sessionId');
     expect((error as StateTokenError).cause).toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
+describe('rejections', () => {
+  it('rejects a correctly signed token of another version as malformed', () => {
+    for (const version of ['v0', 'v3', 'v12', 'V2', '2']) {
+      const token = signRaw(K1, version, payloadOf(JSON.stringify({ s: sampleState(), exp: T0 + 1 }), 'v2'));
+      expect([version, reasonOf(token)]).toEqual([version, 'malformed']);
+    }
+  });
+
+  it('rejects an overlong string before anything else, a value that is not a string, and a bad maxLength', () => {
+    expect(reasonOf('x'.repeat(DEFAULT_STATE_TOKEN_MAX_LENGTH + 1))).toBe('malformed');
+    expect(() => decodeStateToken(tokenOf('v2'), { keys: [K1], maxLength: 0 })).toThrow(InvalidArgumentError);
+    for (const value of [undefined, null, 42, {}, ['v2']]) {
+      expect(reasonOf(value as unknown as string)).toBe('malformed');
+    }
+  });
+
+  it('expires after 24 hours by default', () => {
+    const daily = encodeStateToken(sampleState(), { keys: [K1], now: clock(T0) });
+    expect(reasonOf(daily, [K1], T0 + 86_400_000 - 1)).toBe('accepted');
+    expect(reasonOf(daily, [K1], T0 + 86_400_000)).toBe('expired');
+  });
+
+  const json = JSON.stringify({ s: sampleState(), exp: T0 + 1000 });
+  const deflated = deflateRawSync(Buffer.from(json), { level: 6 });
+  /** Validly signed v2 payloads that are not exactly one raw deflate stream of at most the bound. */
+  const notDeflate: [string, Buffer][] = [
+    ['plain JSON (a v1 payload)', Buffer.from(json)],
+    ['a zlib stream', deflateSync(json)],
+    ['a gzip stream', gzipSync(json)],
+    ['a cut-short stream', deflated.subarray(0, deflated.length - 4)],
+    ['a stream with bytes after it', Buffer.concat([deflated, Buffer.from('{"admin":true}')])],
+    ['one zero byte', Buffer.from([0])],
+    ['random bytes', createHash('sha512').update('noise').digest()],
+  ];
+
+  it('rejects a validly signed v2 payload that does not inflate as invalid-state', () => {
+    for (const [what, bytes] of notDeflate) {
+      const error = rejection(signRaw(K1, 'v2', bytes.toString('base64url')));
+      expect([what, StateTokenError.isInstance(error) && error.reason]).toEqual([what, 'invalid-state']);
+      expect((error as Error).message).toMatch(/not raw deflate data|bytes after its deflate stream/);
+    }
+  });
+
+  it('stops inflating at MAX_STATE_PAYLOAD_BYTES, so a compression bomb fails fast', () => {
+    // 16 KiB of deflate that would inflate to 16 MiB of zeros.
+    const bomb = deflateRawSync(Buffer.alloc(16 * 1024 * 1024), { level: 9 });
+    expect(bomb.length).toBeLessThan(20_000);
+    const started = performance.now();
+    const error = rejection(signRaw(K1, 'v2', bomb.toString('base64url')));
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(StateTokenError.isInstance(error) && error.reason).toBe('invalid-state');
+    expect((error as Error).message).toContain(`inflates to more than ${MAX_STATE_PAYLOAD_BYTES} bytes`);
+    // A payload exactly at the bound still inflates (and then fails as JSON, being zeros).
+    const atBound = signRaw(K1, 'v2', deflateRawSync(Buffer.alloc(MAX_STATE_PAYLOAD_BYTES)).toString('base64url'));
+    expect((rejection(atBound) as Error).message).toContain('not UTF-8 JSON');
+  });
+
+  it('touches the payload only after the signature verified', () => {
+    // Unsigned (wrong key, or altered) payloads that would not inflate, or would be a bomb, are
+    // classified by their signature: nothing was inflated before it was checked.
+    const bomb = deflateRawSync(Buffer.alloc(16 * 1024 * 1024), { level: 9 }).toString('base64url');
+    for (const [, bytes] of [...notDeflate, ['bomb', Buffer.from(bomb, 'base64url')] as [string, Buffer]]) {
+      const payload = bytes.toString('base64url');
+      const forged = `v2.${kidOf(K1)}.${payload}.${createHmac('sha256', K2)
+        .update(`v2.${kidOf(K1)}.${payload}`)
+        .digest('base64url')}`;
+      expect(reasonOf(forged)).toBe('bad-signature');
+      expect(reasonOf(signRaw(K2, 'v2', payload))).toBe('unknown-key');
+    }
   });
 });
 
@@ -348,6 +485,24 @@ describe('arguments', () => {
     expect(() => encodeStateToken(sampleState(), { keys: [K1], now: () => Number.NaN })).toThrow(InvalidArgumentError);
     const bad = { ...sampleState(), version: -1 };
     expect(() => encodeStateToken(bad, { keys: [K1] })).toThrow(/state\.version/);
+  });
+
+  it('refuses a state of more JSON than decoding inflates, and issues one of exactly that much', () => {
+    // Decoding stops inflating at MAX_STATE_PAYLOAD_BYTES: a token must never carry more.
+    const exp = T0 + 86_400_000;
+    const fixed = Buffer.byteLength(JSON.stringify({ s: sampleState({ lastMessageKey: '' }), exp }));
+    const withKey = (length: number) => sampleState({ lastMessageKey: 'x'.repeat(length) });
+    const largest = withKey(MAX_STATE_PAYLOAD_BYTES - fixed);
+    expect(Buffer.byteLength(JSON.stringify({ s: largest, exp }))).toBe(MAX_STATE_PAYLOAD_BYTES);
+    const token = encodeStateToken(largest, { keys: [K1], now: clock(T0) });
+    expect(decodeStateToken(token, { keys: [K1], now: clock(T0) })).toEqual(largest);
+    expect(() =>
+      encodeStateToken(withKey(MAX_STATE_PAYLOAD_BYTES - fixed + 1), { keys: [K1], now: clock(T0) }),
+    ).toThrow(
+      new RegExp(
+        `state.*${MAX_STATE_PAYLOAD_BYTES + 1} bytes of JSON; a state token carries at most ${MAX_STATE_PAYLOAD_BYTES}`,
+      ),
+    );
   });
 
   it('fails closed when the decoding clock is broken', () => {
@@ -514,9 +669,10 @@ function applyMutation(token: string, mutation: Mutation, pool: readonly string[
     case 'reissue-payload': {
       // An attacker rewriting the payload (later expiry, other progress) without the key.
       if (segments.length !== 4) return token;
+      const version = segments[0] === 'v1' ? 'v1' : 'v2';
       let envelope: { s: OrchestrationState; exp: number };
       try {
-        envelope = JSON.parse(Buffer.from(segments[2]!, 'base64url').toString('utf8'));
+        envelope = JSON.parse(jsonOf(segments[2]!, version));
       } catch {
         return token;
       }
@@ -527,7 +683,7 @@ function applyMutation(token: string, mutation: Mutation, pool: readonly string[
         exp: envelope.exp + mutation.exp,
       };
       const copy = segments.slice();
-      copy[2] = Buffer.from(JSON.stringify(forged)).toString('base64url');
+      copy[2] = payloadOf(JSON.stringify(forged), version);
       return copy.join('.');
     }
   }
@@ -541,6 +697,9 @@ describe('fuzzing', () => {
     encodeStateToken(sampleState({ recentlyUsedTools: [] }), { keys: [K3], now: clock(T0) }),
     encodeStateToken(createState('s', T0), { keys: [K3], now: clock(T0), ttl: 5 }),
     encodeStateToken(sampleState({ activeStep: 'ünïcödé 😀' }), { keys: [K2], now: clock(T0) }),
+    // Tokens an older release issued are still accepted, so they are fuzzed too.
+    V1_TOKEN,
+    handSign(K3, JSON.stringify({ s: sampleState({ sessionId: 'old' }), exp: T0 + 60_000 }), 'v1'),
   ];
   const decode = (token: string) => decodeStateToken(token, { keys: [...keys, K2], now: clock(T0) });
 
@@ -585,8 +744,12 @@ describe('fuzzing', () => {
       fc.string({ unit: 'binary', maxLength: 200 }),
       fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)), maxLength: 200 }),
       fc.string({ unit: fc.constantFrom(...`${ALPHABET}.=`), maxLength: 200 }),
-      fc.tuple(b64(15), b64(200), b64(50)).map(([kid, payload, sig]) => `v1.${kid}.${payload}.${sig}`),
-      fc.tuple(b64(200), b64(50)).map(([payload, sig]) => `v1.${kidOf(K1)}.${payload}.${sig}`),
+      fc
+        .tuple(fc.constantFrom('v1', 'v2'), b64(15), b64(200), b64(50))
+        .map(([version, kid, payload, sig]) => `${version}.${kid}.${payload}.${sig}`),
+      fc
+        .tuple(fc.constantFrom('v1', 'v2'), b64(200), b64(50))
+        .map(([version, payload, sig]) => `${version}.${kidOf(K1)}.${payload}.${sig}`),
     );
     fc.assert(
       fc.property(randomArb, (text) => {
