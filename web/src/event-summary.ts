@@ -25,6 +25,7 @@ const RESETS: Record<Extract<LoggedEvent, { type: 'sequence-reset' }>['reason'],
 
 const RELEASES: Record<Extract<LoggedEvent, { type: 'tool-released' }>['reason'], string> = {
   failed: 'the tool failed',
+  abandoned: 'its outcome is unknown (cancelled or unanswered), so limits count it',
   expired: 'its lease expired',
   late: 'it completed after its lease',
 };
