@@ -3,6 +3,7 @@
  * session, behind the API key of `baton serve`, and visible through its session routes.
  */
 import { existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -207,6 +208,64 @@ describe('an upstream over Streamable HTTP', () => {
     } finally {
       await gateway.close();
     }
+  }, 60_000);
+});
+
+describe('DNS rebinding', () => {
+  let gateway: HttpGatewayProcess;
+  beforeAll(async () => {
+    const open = templateFile({ id: 'open', tools: ['*'], orchestration: { steps: [] } });
+    gateway = await startHttpGateway([open, '--http', '0', '--', FILESYSTEM_SERVER, workDir()]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  /** A request as a page of a rebound name sends it: to this port, under the site's own name. */
+  const requestAs = (host: string, method: string, path: string, body?: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const { port } = new URL(gateway.url);
+      const request = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method,
+          path,
+          headers: {
+            host: `${host}:${port}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+        },
+        (response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => {
+            text += chunk.toString('utf8');
+          });
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
+        },
+      );
+      request.on('error', reject);
+      request.end(body);
+    });
+  const initialize = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'page', version: '1' } },
+  });
+
+  it('answers a gateway on loopback only for loopback names: a rebound site gets 403 on every route', async () => {
+    for (const [method, path, body] of [
+      ['POST', '/mcp', initialize],
+      ['GET', '/api/sessions/x', undefined],
+      ['GET', '/healthz', undefined],
+    ] as const) {
+      const refused = await requestAs('rebind.attacker.test', method, path, body);
+      expect(refused.status, `${method} ${path}`).toBe(403);
+      expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'cross-origin', path: 'header.host' } });
+    }
+    // Under its own names it answers as before.
+    expect((await requestAs('localhost', 'POST', '/mcp', initialize)).status).toBe(200);
+    expect((await requestAs('127.0.0.1', 'GET', '/healthz')).status).toBe(200);
   }, 60_000);
 });
 

@@ -21,6 +21,7 @@ import {
   type ServedAgent,
   type StatelessOptions,
 } from '../server/create-app.js';
+import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseSigningKeys, parseStateKeys } from '../stores/state-token.js';
 import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
@@ -258,7 +259,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   });
 
   const server = createAdaptorServer({
-    fetch: closeWhenBodyUnread(app.fetch),
+    fetch: closeWhenBodyUnread(isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch),
     hostname: options.host,
     serverOptions: {
       headersTimeout: timeouts.headers,

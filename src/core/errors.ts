@@ -48,6 +48,7 @@ export type BatonErrorCode =
   | 'invalid-state-token'
   | 'missing-state-token'
   | 'stale-state-token'
+  | 'cross-origin'
   // Requests to the HTTP API: what they name.
   | 'unknown-agent'
   | 'session-not-found'

@@ -17,6 +17,7 @@ import { cors } from 'hono/cors';
 import pino from 'pino';
 import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
 import { errorResponse, HttpError } from '../server/http-errors.js';
+import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
 import { apiKeyAuth } from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
@@ -169,7 +170,9 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
     resolveClosed = resolve;
   });
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const started = serve({ fetch: app.fetch, port: options.port, hostname: options.host }, () => resolve(started));
+    // On loopback only, answered only for loopback names: see loopbackHostsOnly (DNS rebinding).
+    const fetch = isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch;
+    const started = serve({ fetch, port: options.port, hostname: options.host }, () => resolve(started));
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;

@@ -602,6 +602,57 @@ describe('access', () => {
     expect(cross.headers.get('access-control-expose-headers')).toContain('x-session-id');
     await cross.text();
   });
+
+  it("refuses a browser's writes for a page of another origin, and only those", async () => {
+    const app = makeApp({ corsOrigins: ['https://app.example'] });
+    const created = await post(app, '/api/chat/cognitive-reasoner', { id: 's-1', messages: [userMessage(RESEARCH)] });
+    expect(created.status).toBe(200);
+    await created.text();
+    const reset = (headers: Record<string, string>) =>
+      app.request('/api/sessions/s-1/reset', { method: 'POST', headers });
+    const refused: Record<string, string>[] = [
+      { 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' },
+      { 'sec-fetch-site': 'same-site', origin: 'http://localhost:3000' },
+      // A page that lies in Origin cannot lie in Sec-Fetch-Site, which the browser sets.
+      { 'sec-fetch-site': 'cross-site', origin: 'http://localhost' },
+      { 'sec-fetch-site': 'cross-site' },
+      { 'sec-fetch-site': 'cross-site', origin: 'null' },
+      // An older browser: no Sec-Fetch-Site, so Origin decides.
+      { origin: 'https://evil.example' },
+      { origin: 'http://localhost:3000' },
+    ];
+    for (const headers of refused) {
+      const response = await reset(headers);
+      expect(response.status, JSON.stringify(headers)).toBe(403);
+      expect(await errorOf(response)).toMatchObject({ code: 'cross-origin', path: 'header.origin' });
+      const chat = await post(
+        app,
+        '/api/chat/cognitive-reasoner',
+        { id: 's-2', messages: [userMessage('hi')] },
+        {
+          ...headers,
+          'content-type': 'text/plain',
+        },
+      );
+      expect(chat.status).toBe(403);
+      expect((await app.request('/api/sessions/s-1', { method: 'DELETE', headers })).status).toBe(403);
+    }
+    expect((await app.request('/api/sessions/s-2')).status).toBe(404);
+    // Reads stay open: without CORS headers a page of another origin cannot see the answer.
+    expect((await app.request('/api/sessions/s-1', { headers: refused[0] })).status).toBe(200);
+
+    const allowed: Record<string, string>[] = [
+      {}, // curl, a server: no browser
+      { 'sec-fetch-site': 'same-origin', origin: 'http://localhost' },
+      { 'sec-fetch-site': 'same-origin' },
+      { 'sec-fetch-site': 'cross-site', origin: 'https://app.example' },
+      { 'sec-fetch-site': 'same-site', origin: 'https://app.example' },
+      { origin: 'http://localhost' },
+      { origin: 'https://app.example' },
+    ];
+    for (const headers of allowed) expect((await reset(headers)).status, JSON.stringify(headers)).toBe(200);
+    expect((await app.request('/api/sessions/s-1', { method: 'DELETE' })).status).toBe(204);
+  });
 });
 
 describe('createApp', () => {

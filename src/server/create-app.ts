@@ -27,7 +27,7 @@ import { approvalKeys, generateApprovalKey } from './approval-keys.js';
 import { assertCreateAppOptions } from './check-app-options.js';
 import { eventLoopPacer } from './event-loop.js';
 import { errorResponse, HttpError } from './http-errors.js';
-import { apiKeyAuth, bodySizeLimit, corsFor, requestLog, requestTelemetry } from './middleware.js';
+import { apiKeyAuth, bodySizeLimit, corsFor, requestLog, requestTelemetry, sameOriginWrites } from './middleware.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
@@ -84,7 +84,11 @@ export interface CreateAppOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** When set, every `/api` request needs `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
-  /** Origins allowed to call `/api` from a browser (default: same origin only). */
+  /**
+   * Origins allowed to call `/api` from a browser (default: same origin only). A browser's request
+   * that changes something (a chat turn, a reset, a delete) for a page of any other origin is
+   * refused with `403 cross-origin`, also when the browser sends it without asking first.
+   */
   corsOrigins?: readonly string[];
   /** Largest request body in bytes (default 1 MiB). */
   bodyLimit?: number;
@@ -246,6 +250,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
   app.use(requestLog(logger));
   if (options.telemetry) app.use(requestTelemetry());
   if (options.corsOrigins?.length) app.use('/api/*', corsFor(options.corsOrigins));
+  app.use('/api/*', sameOriginWrites(options.corsOrigins ?? []));
   if (options.apiKey) app.use('/api/*', apiKeyAuth(options.apiKey));
   app.use('/api/*', bodySizeLimit(options.bodyLimit ?? DEFAULT_BODY_LIMIT));
 

@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('the status table', () => {
   it('gives every code a status, and 4xx only to codes about the request', () => {
     for (const [code, status] of Object.entries(HTTP_STATUS_BY_CODE)) {
-      expect([400, 401, 404, 405, 409, 413, 429, 500, 503], code).toContain(status);
+      expect([400, 401, 403, 404, 405, 409, 413, 429, 500, 503], code).toContain(status);
     }
     expect(httpStatusOf('stale-state-token')).toBe(409);
     expect(httpStatusOf('session-busy')).toBe(429);

@@ -10,7 +10,7 @@ import { BatonError, type BatonErrorCode } from '../core/errors.js';
 import type { ApiErrorBody } from './api-types.js';
 
 /** HTTP statuses this server answers errors with. */
-export type ErrorStatus = 400 | 401 | 404 | 405 | 409 | 413 | 429 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 409 | 413 | 429 | 500 | 503;
 
 /**
  * The status of every {@link BatonErrorCode}. Typed by the union, so adding a code without a
@@ -31,6 +31,8 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<BatonErrorCode, ErrorStatus>> 
   'invalid-state-token': 401,
   'state-token': 401,
   'missing-state-token': 401,
+  // A browser page of another origin than the server's own or its allowed ones (`corsOrigins`).
+  'cross-origin': 403,
   'unknown-agent': 404,
   'session-not-found': 404,
   'not-found': 404,

@@ -1,7 +1,7 @@
 /**
  * What every `/api` request goes through before its route: the request log, the request's
- * telemetry, CORS, the bearer key and the body size limit, each Hono's own middleware where
- * Hono has one.
+ * telemetry, CORS, the refusal of other origins' writes, the bearer key and the body size limit,
+ * each Hono's own middleware where Hono has one.
  */
 import type { MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
@@ -69,6 +69,39 @@ export function corsFor(origins: readonly string[]): MiddlewareHandler {
     allowHeaders: ['content-type', 'authorization', SESSION_HEADER, STATE_HEADER],
     exposeHeaders: [SESSION_HEADER, STATE_HEADER],
   });
+}
+
+/** Methods that change nothing, which a page of any origin may send (it never reads the answer without CORS). */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Refuses, with `403 cross-origin`, a request that changes something (any method but GET, HEAD
+ * and OPTIONS) when a browser sent it for a page of another origin than the server's own and
+ * `origins` (the CORS origins). CORS alone does not stop those: a page may send a "simple"
+ * request without asking the server first (a POST with a `text/plain` body or none, a form),
+ * and only the answer is hidden from it; so any site the user visits could otherwise run chat
+ * turns on, and reset, a `baton serve` on the user's machine.
+ *
+ * The browser says where a request comes from: `Sec-Fetch-Site` (every current browser), or
+ * else `Origin`, compared with the request's own origin. A request with neither (curl, a server)
+ * is no browser's and passes; so does a browser's for its own origin. Hono's `csrf()` is not
+ * used: it also refuses such header-less requests when they carry no JSON (a `curl -X DELETE`).
+ */
+export function sameOriginWrites(origins: readonly string[]): MiddlewareHandler {
+  const allowed = new Set(origins);
+  return async (c, next) => {
+    if (SAFE_METHODS.has(c.req.method)) return next();
+    const site = c.req.header('sec-fetch-site');
+    const origin = c.req.header('origin');
+    const ownSite = site === 'same-origin' || site === 'none';
+    const ownOrigin = site === undefined && (origin === undefined || origin === new URL(c.req.url).origin);
+    if (ownSite || ownOrigin || (origin !== undefined && allowed.has(origin))) return next();
+    throw new HttpError(
+      'cross-origin',
+      `A page of another origin (${origin ?? 'unknown'}) may not change anything here: allow its origin with --cors (createApp({ corsOrigins })).`,
+      { path: 'header.origin' },
+    );
+  };
 }
 
 /** Requires `Authorization: Bearer <apiKey>`, answering in the API's error shape. */

@@ -7,8 +7,26 @@
  * that mounts Baton with `app.route('/baton', batonApp)` (where the request keeps its prefix),
  * the prefix is taken off here before a file is looked up. The page's own address needs its
  * trailing slash for relative URLs to resolve under it, so `/baton` redirects to `/baton/`.
+ *
+ * Every file goes with {@link PAGE_SECURITY_HEADERS}: the page can be framed only by its own
+ * origin (a site that framed it could have the user click its reset and delete buttons unseen),
+ * and runs only its own scripts.
  */
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
+
+/**
+ * The headers of the inspector's files. The built page has no inline script or style and loads
+ * nothing from elsewhere (its only `data:` URL is the blank icon), so its policy allows its own
+ * origin only; `frame-ancestors 'self'` (and `X-Frame-Options` for older browsers) keeps it
+ * embeddable by the app that serves it (`app.route('/baton', batonApp)`), not by other sites.
+ */
+export const PAGE_SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'content-security-policy':
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'SAMEORIGIN',
+  'referrer-policy': 'no-referrer',
+});
 
 /** The inspector routes, to mount at `/`, serving the built files of `root`. */
 export function staticRoutes(root: string): Hono {
@@ -43,6 +61,7 @@ export function staticRoutes(root: string): Hono {
         return response ?? page;
       };
     }
+    for (const [name, value] of Object.entries(PAGE_SECURITY_HEADERS)) c.header(name, value);
     return handler(c, next);
   });
 }
