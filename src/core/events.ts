@@ -134,9 +134,10 @@ export type OrchestrationEvent =
   | { type: 'tool-reserved'; sessionId: string; tool: string; toolCallId: string; step: string | undefined }
   /**
    * A reservation ended without a record: the tool threw (`failed`), its outcome is unknown
-   * (`abandoned`: cancelled after it was sent, or its answer never came; limit rules still count
-   * it), its lease ran out (`expired`: its process died or it ran too long), or it completed
-   * after its lease ended (`late`), when its place may already have gone to another call.
+   * (`abandoned`: cancelled after it was sent, or its answer never came), its lease ran out
+   * (`expired`: its process died or it ran too long), or it completed after its lease ended
+   * (`late`), when its place may already have gone to another call. Limit rules count an
+   * abandoned or expired call: it may have run.
    */
   | {
       type: 'tool-released';

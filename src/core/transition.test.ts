@@ -187,6 +187,19 @@ describe('transition: reserve before run', () => {
     expect(s.request('pay', 'p3')).toMatchObject({ allowed: true });
   });
 
+  it('counts a call whose lease expired for its limits: its process died while it may have run', () => {
+    const s = session(
+      { rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'Pay once' }], steps: [] },
+      { leaseMs: 1_000 },
+    );
+    s.message();
+    expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+    s.tick(1_001);
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+    expect(s.log.find((event) => event.type === 'tool-released')).toMatchObject({ reason: 'expired', tool: 'pay' });
+    expect(s.state).toMatchObject({ recentlyUsedTools: [] });
+  });
+
   it('refuses a second call at a position a running call holds, and the next position until it commits', () => {
     const s = session(research);
     s.message();

@@ -1492,7 +1492,8 @@ function expireLeases(
         toolCallId: entry.id,
         reason: 'expired',
       });
-      kept = removeCall(kept, i);
+      // Its process died or stalled while the tool ran: it may have run, so its limits count it.
+      kept = entry.limits === undefined ? removeCall(kept, i) : countedInstead(kept, i, entry.limits);
     }
   }
   if (kept === pending) return state;
