@@ -190,3 +190,36 @@ describe('a session reset', () => {
     expect([await call('pay', 'p2'), await call('search', 's3')]).toEqual([false, false]);
   });
 });
+
+describe('a session reset while a limited call runs', () => {
+  const config: OrchestrationConfig = {
+    rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'One payment per session' }],
+    steps: [{ name: 'Work', isDefault: true }],
+  };
+  const messages = [{ role: 'user', content: 'Pay' }];
+
+  it('keeps the running call counted: it may still pay, and its late completion is not recorded', async () => {
+    const manager = createOrchestrationManager();
+    const request = (id: string) =>
+      manager.requestTool(config, messages, 'reset-running', { tool: 'pay', toolCallId: id, agentTools: TOOLS });
+    expect(await request('p1')).toMatchObject({ allowed: true }); // still running
+    await manager.getStateManager().resetState('reset-running');
+    // Without the count, a client could reset mid-payment and pay again.
+    expect(await request('p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+    const after = await manager.completeTool(config, messages, 'reset-running', 'p1');
+    expect(after.recentlyUsedTools).toEqual([]);
+    expect(after.pending).toBeUndefined();
+    expect(after.counts).toEqual({ 'rules[0]': { n: 1 } });
+  });
+
+  it('keeps a completed call that waited behind a running one counted too', async () => {
+    const manager = createOrchestrationManager();
+    const request = (tool: string, id: string) =>
+      manager.requestTool(config, messages, 'reset-done', { tool, toolCallId: id, agentTools: TOOLS });
+    expect(await request('search', 's1')).toMatchObject({ allowed: true }); // still running
+    expect(await request('pay', 'p1')).toMatchObject({ allowed: true });
+    await manager.completeTool(config, messages, 'reset-done', 'p1'); // waits behind s1
+    await manager.getStateManager().resetState('reset-done');
+    expect(await request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+  });
+});

@@ -1496,7 +1496,9 @@ function expireLeases(
       kept = entry.limits === undefined ? removeCall(kept, i) : countedInstead(kept, i, entry.limits);
     }
   }
-  if (kept === pending) return state;
+  // A log with nothing running is folded at once. Only a reset leaves one: the counts of the
+  // calls it released, which it cannot fold itself without the plan.
+  if (kept === pending && runningTools(state).length > 0) return state;
   return settle(plan, state, kept, context, events);
 }
 

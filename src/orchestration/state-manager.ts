@@ -13,6 +13,7 @@ import {
   DEFAULT_SESSION_TTL_MS,
   describeType,
   type OrchestrationState,
+  type PendingEntry,
   type TokenUsage,
   toAIState,
 } from '../core/state.js';
@@ -373,6 +374,11 @@ export class OrchestrationStateManager {
       // session" or "three an hour". Per-step counts start again anyway when a step next
       // becomes active.
       if (current.counts !== undefined) reset.counts = current.counts;
+      // So do the calls it releases, which may still run or have run (a reset sent while a
+      // payment runs must not give its unit back): each keeps its place in the pending log as a
+      // count, which the session's next transition folds in with the plan.
+      const counted = countedOf(current.pending);
+      if (counted !== undefined) reset.pending = counted;
       if (current.log === undefined) return reset;
       const marker = { event: { type: 'session-reset' as const }, state: reset };
       return appendToLog({ ...reset, log: current.log }, current.log.capacity, [marker], this.clock(), undefined);
@@ -475,4 +481,20 @@ function checkUsage(usage: unknown): TokenUsageInput {
     }
   }
   return u as TokenUsageInput;
+}
+
+/**
+ * What a reset keeps of a pending log: a count for every call limit rules count (running,
+ * completed behind a running one, or already a count), in order; undefined when there is none.
+ */
+function countedOf(pending: readonly PendingEntry[] | undefined): PendingEntry[] | undefined {
+  if (pending === undefined) return undefined;
+  const counted: PendingEntry[] = [];
+  for (const entry of pending) {
+    if (entry.kind === 'counted') counted.push(entry);
+    else if (entry.kind === 'call' && entry.limits !== undefined) {
+      counted.push({ kind: 'counted', tool: entry.tool, limits: entry.limits });
+    }
+  }
+  return counted.length === 0 ? undefined : counted;
 }
