@@ -1237,6 +1237,11 @@ export function shadowOf(plan: OrchestrationPlan, state: OrchestrationState): bo
   return activeStepOf(plan, state)?.shadow ?? plan.shadow;
 }
 
+/** True for a reserved call still running. */
+function isRunning(entry: PendingEntry): boolean {
+  return entry.kind === 'call' && entry.done !== true;
+}
+
 /** Tools of the reserved calls still running, oldest first. */
 export function runningTools(state: OrchestrationState): string[] {
   const pending = state.pending;
@@ -1498,7 +1503,7 @@ function expireLeases(
   }
   // A log with nothing running is folded at once. Only a reset leaves one: the counts of the
   // calls it released, which it cannot fold itself without the plan.
-  if (kept === pending && runningTools(state).length > 0) return state;
+  if (kept === pending && pending.some(isRunning)) return state;
   return settle(plan, state, kept, context, events);
 }
 
