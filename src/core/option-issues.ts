@@ -17,6 +17,15 @@ import {
   type TemplateIssue,
 } from './template-issues.js';
 
+/**
+ * A schema that knows the option names of `T` only, to refuse any other with a did-you-mean
+ * (each value is checked where it is used). Every key of `T`, and no other, must be listed: the
+ * compiler checks it, so a new option does not compile until it is known here.
+ */
+export function optionNames<T>(names: { readonly [K in keyof Required<T>]: true }): z.ZodType {
+  return z.strictObject(Object.fromEntries(Object.keys(names).map((key) => [key, z.unknown().optional()])));
+}
+
 /** Issues of `value` against `schema`, each at `base` plus its own path. */
 export function optionIssues(schema: z.ZodType, value: unknown, base: readonly PropertyKey[] = []): TemplateIssue[] {
   const result = schema.safeParse(value);

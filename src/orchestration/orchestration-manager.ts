@@ -2,7 +2,6 @@
  * The seed's `OrchestrationManager`: the entry point of the library. Each method loads the
  * session's state, runs the pure engine and stores the result in one atomic update.
  */
-import { z } from 'zod/v4';
 import {
   type CompileOptions,
   compileOrchestration,
@@ -14,7 +13,7 @@ import { activeStepOf, type StepView, type TokenUsageInput } from '../core/engin
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
 import {
@@ -53,23 +52,19 @@ export type EventListener = (event: OrchestrationEvent) => void;
  * The option names {@link createOrchestrationManager} takes, to refuse others with a did-you-mean
  * (their values are checked where they are used).
  */
-const MANAGER_OPTIONS = z.strictObject(
-  Object.fromEntries(
-    [
-      'onEvent',
-      'onError',
-      'conditions',
-      'stateManager',
-      'leaseMs',
-      'eventLog',
-      'store',
-      'historyLimit',
-      'ttl',
-      'maxSessions',
-      'clock',
-    ].map((key) => [key, z.unknown().optional()]),
-  ),
-);
+const MANAGER_OPTIONS = optionNames<OrchestrationManagerOptions>({
+  onEvent: true,
+  onError: true,
+  conditions: true,
+  stateManager: true,
+  leaseMs: true,
+  eventLog: true,
+  store: true,
+  historyLimit: true,
+  ttl: true,
+  maxSessions: true,
+  clock: true,
+});
 
 /** Options of {@link createOrchestrationManager}. */
 export interface OrchestrationManagerOptions extends OrchestrationStateManagerOptions {

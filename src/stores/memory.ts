@@ -2,9 +2,8 @@
  * The in-process store: the library's default. Atomic because `update` reads, computes and
  * writes without yielding to the event loop.
  */
-import { z } from 'zod/v4';
 import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
@@ -24,17 +23,13 @@ export interface MemoryStoreOptions extends StoreOptions {
   namespace?: string;
 }
 
-/**
- * The option names {@link memoryStore} takes, to refuse others with a did-you-mean, as
- * `createOrchestrationManager` does (values are checked where they are used). Typed on the
- * options, so a new option does not compile until it is listed here.
- */
-const MEMORY_STORE_OPTIONS = z.strictObject({
-  maxSessions: z.unknown().optional(),
-  now: z.unknown().optional(),
-  sweepIntervalMs: z.unknown().optional(),
-  namespace: z.unknown().optional(),
-} satisfies { [K in keyof Required<MemoryStoreOptions>]: z.ZodType });
+/** The option names {@link memoryStore} takes, to refuse others with a did-you-mean. */
+const MEMORY_STORE_OPTIONS = optionNames<MemoryStoreOptions>({
+  maxSessions: true,
+  now: true,
+  sweepIntervalMs: true,
+  namespace: true,
+});
 
 /** Longest delay a Node.js timer takes; a longer one fires after 1 ms instead, with a warning. */
 const MAX_TIMER_MS = 2_147_483_647;

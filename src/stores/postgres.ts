@@ -12,7 +12,6 @@
  */
 import { createHash, hash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
-import { z } from 'zod/v4';
 import {
   BatonError,
   InvalidArgumentError,
@@ -20,7 +19,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
@@ -63,21 +62,17 @@ export interface PostgresStoreOptions extends StoreOptions {
   poolSize?: number;
 }
 
-/**
- * The option names {@link postgresStore} takes, to refuse others with a did-you-mean, as
- * `createOrchestrationManager` does (values are checked where they are used). Typed on the
- * options, so a new option does not compile until it is listed here.
- */
-const POSTGRES_STORE_OPTIONS = z.strictObject({
-  pool: z.unknown().optional(),
-  connectionString: z.unknown().optional(),
-  table: z.unknown().optional(),
-  statementTimeoutMs: z.unknown().optional(),
-  connectionTimeoutMillis: z.unknown().optional(),
-  poolSize: z.unknown().optional(),
-  maxSessions: z.unknown().optional(),
-  now: z.unknown().optional(),
-} satisfies { [K in keyof Required<PostgresStoreOptions>]: z.ZodType });
+/** The option names {@link postgresStore} takes, to refuse others with a did-you-mean. */
+const POSTGRES_STORE_OPTIONS = optionNames<PostgresStoreOptions>({
+  pool: true,
+  connectionString: true,
+  table: true,
+  statementTimeoutMs: true,
+  connectionTimeoutMillis: true,
+  poolSize: true,
+  maxSessions: true,
+  now: true,
+});
 
 /** The schema version this code writes; a table with a newer one is refused. */
 export const POSTGRES_SCHEMA_VERSION = 2;

@@ -30,7 +30,6 @@
  */
 import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { z } from 'zod/v4';
 import {
   BatonError,
   InvalidArgumentError,
@@ -38,7 +37,7 @@ import {
   StoreConflictError,
   StoreUnavailableError,
 } from '../core/errors.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf } from '../core/session-log.js';
 import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
 import { loadOptionalDependency } from './optional-dependency.js';
@@ -85,21 +84,17 @@ export interface RedisStoreOptions extends StoreOptions {
   connectTimeoutMs?: number;
 }
 
-/**
- * The option names {@link redisStore} takes, to refuse others with a did-you-mean, as
- * `createOrchestrationManager` does (values are checked where they are used). Typed on the
- * options, so a new option does not compile until it is listed here.
- */
-const REDIS_STORE_OPTIONS = z.strictObject({
-  client: z.unknown().optional(),
-  url: z.unknown().optional(),
-  prefix: z.unknown().optional(),
-  maxSessions: z.unknown().optional(),
-  now: z.unknown().optional(),
-  maxRetries: z.unknown().optional(),
-  commandTimeoutMs: z.unknown().optional(),
-  connectTimeoutMs: z.unknown().optional(),
-} satisfies { [K in keyof Required<RedisStoreOptions>]: z.ZodType });
+/** The option names {@link redisStore} takes, to refuse others with a did-you-mean. */
+const REDIS_STORE_OPTIONS = optionNames<RedisStoreOptions>({
+  client: true,
+  url: true,
+  prefix: true,
+  maxSessions: true,
+  now: true,
+  maxRetries: true,
+  commandTimeoutMs: true,
+  connectTimeoutMs: true,
+});
 
 /** The key that holds `sessionId`'s state under `prefix` (useful to inspect a session with redis-cli). */
 export function redisSessionKey(sessionId: string, prefix = 'baton:'): string {

@@ -16,9 +16,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { DatabaseSync, SQLOutputValue, StatementSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod/v4';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
-import { optionIssues, throwOnErrors } from '../core/option-issues.js';
+import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
 import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
 import { loadNodeSqlite } from './optional-dependency.js';
@@ -43,19 +42,15 @@ export interface SqliteStoreOptions extends StoreOptions {
   synchronous?: 'normal' | 'full';
 }
 
-/**
- * The option names {@link sqliteStore} takes, to refuse others with a did-you-mean, as
- * `createOrchestrationManager` does (values are checked where they are used). Typed on the
- * options, so a new option does not compile until it is listed here.
- */
-const SQLITE_STORE_OPTIONS = z.strictObject({
-  path: z.unknown().optional(),
-  busyTimeoutMs: z.unknown().optional(),
-  table: z.unknown().optional(),
-  synchronous: z.unknown().optional(),
-  maxSessions: z.unknown().optional(),
-  now: z.unknown().optional(),
-} satisfies { [K in keyof Required<SqliteStoreOptions>]: z.ZodType });
+/** The option names {@link sqliteStore} takes, to refuse others with a did-you-mean. */
+const SQLITE_STORE_OPTIONS = optionNames<SqliteStoreOptions>({
+  path: true,
+  busyTimeoutMs: true,
+  table: true,
+  synchronous: true,
+  maxSessions: true,
+  now: true,
+});
 
 /** The schema version this code writes; a database stamped with a newer one is refused. */
 export const SQLITE_SCHEMA_VERSION = 2;
