@@ -223,3 +223,36 @@ describe('a session reset while a limited call runs', () => {
     expect(await request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
   });
 });
+
+describe('a session reset while a call a per-turn limit counts runs', () => {
+  const config: OrchestrationConfig = {
+    rules: [{ tools: ['pay'], limit: { max: 1, per: 'turn' }, reason: 'One payment per question' }],
+    steps: [{ name: 'Work', isDefault: true }],
+  };
+  const question = [{ role: 'user', content: 'Pay', id: 'q1' }];
+
+  it('counts the released call in its own turn, whatever message the next write comes with', async () => {
+    const manager = createOrchestrationManager();
+    const request = (id: string) =>
+      manager.requestTool(config, question, 'reset-turn', { tool: 'pay', toolCallId: id, agentTools: TOOLS });
+    expect(await request('p1')).toMatchObject({ allowed: true }); // still running
+    await manager.getStateManager().resetState('reset-turn');
+    // The next write says no message (the seed API's completion of the running call, say): the
+    // count of "p1" belongs to the question it ran for, not to no turn at all.
+    await manager.completeTool(config, undefined, 'reset-turn', 'p1');
+    expect(await request('p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+  });
+
+  it('does not count the released call in the next question', async () => {
+    const manager = createOrchestrationManager();
+    expect(
+      await manager.requestTool(config, question, 'reset-next', { tool: 'pay', toolCallId: 'p1', agentTools: TOOLS }),
+    ).toMatchObject({ allowed: true });
+    await manager.getStateManager().resetState('reset-next');
+    const next = [...question, { role: 'assistant', content: 'Paid?' }, { role: 'user', content: 'Again', id: 'q2' }];
+    // Serially "p1" ended (it may have run) in the first question: the second has its own payment.
+    expect(
+      await manager.requestTool(config, next, 'reset-next', { tool: 'pay', toolCallId: 'p2', agentTools: TOOLS }),
+    ).toMatchObject({ allowed: true });
+  });
+});

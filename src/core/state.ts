@@ -137,9 +137,11 @@ export type PendingEntry =
   | { kind: 'used'; tool: string }
   /**
    * A call whose outcome is unknown (see the `tool-abandoned` input): nothing is recorded for it,
-   * but the limit rules `limits` count it here, in its place.
+   * but the limit rules `limits` count it here, in its place. `message` is the user message it
+   * ran for, kept only where the log no longer says it (a reset's counts, whose log is gone):
+   * per-turn limits count it in that turn, not in whatever message the next write comes with.
    */
-  | { kind: 'counted'; tool: string; limits: string[] };
+  | { kind: 'counted'; tool: string; limits: string[]; message?: PendingMessage };
 
 /** How many recent tool call ids a state remembers to refuse repeats. */
 export const TOOL_CALL_IDS_LIMIT = 256;
@@ -398,7 +400,9 @@ function isPendingEntry(value: unknown): boolean {
   const p = value as Record<string, unknown>;
   if (p.kind === 'message') return isMessage(p);
   if (p.kind === 'used') return typeof p.tool === 'string';
-  if (p.kind === 'counted') return typeof p.tool === 'string' && isStringArray(p.limits);
+  if (p.kind === 'counted') {
+    return typeof p.tool === 'string' && isStringArray(p.limits) && (p.message === undefined || isMessage(p.message));
+  }
   return (
     p.kind === 'call' &&
     typeof p.id === 'string' &&

@@ -1420,7 +1420,7 @@ function replay(
     } else if (entry.kind === 'used') {
       current = record(plan, current, entry.tool, message, context, false).state;
     } else if (entry.kind === 'counted') {
-      current = countCall(plan, current, entry.limits, message, context.now);
+      current = countCall(plan, current, entry.limits, countedMessage(entry, message), context.now);
     } else {
       const done = entry.done === true || (completes & (1 << bit)) !== 0;
       if (entry.done !== true) bit++;
@@ -1456,7 +1456,7 @@ function settle(
     } else if (entry.kind === 'used') {
       current = collect(record(plan, current, entry.tool, message, context, false), events);
     } else if (entry.kind === 'counted') {
-      current = countCall(plan, current, entry.limits, message, context.now);
+      current = countCall(plan, current, entry.limits, countedMessage(entry, message), context.now);
     } else {
       // In shadow mode a call may not fit the sequence: report the violation it would have been.
       current = collect(
@@ -1516,6 +1516,17 @@ function countedInstead(pending: readonly PendingEntry[], index: number, limits:
   const out = pending.slice();
   out[index] = { kind: 'counted', tool: (pending[index] as CallEntry).tool, limits };
   return out;
+}
+
+/**
+ * The message a counted call counts under: its own when it keeps one (a reset's counts, whose
+ * log and message identity are gone), else the one in effect at its place in the log.
+ */
+function countedMessage(
+  entry: Extract<PendingEntry, { kind: 'counted' }>,
+  inEffect: MessageInfo | undefined,
+): MessageInfo | undefined {
+  return entry.message === undefined ? inEffect : messageInfo(entry.message);
 }
 
 /** `pending` without the call at `index`; a head's message passes to the next entry. */
