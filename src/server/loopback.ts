@@ -20,7 +20,9 @@ export function isLoopback(host: string): boolean {
     name.endsWith('.localhost') ||
     name === '::1' ||
     /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name) ||
-    name === '::ffff:127.0.0.1'
+    // 127/8 mapped into IPv6, as written (`::ffff:127.0.0.1`) or as a URL normalizes it.
+    /^::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name) ||
+    /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(name)
   );
 }
 
