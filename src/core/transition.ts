@@ -1498,7 +1498,10 @@ function expireLeases(
         reason: 'expired',
       });
       // Its process died or stalled while the tool ran: it may have run, so its limits count it.
-      kept = entry.limits === undefined ? removeCall(kept, i) : countedInstead(kept, i, entry.limits);
+      // Not a call of a turn under a durable engine (in the turn's replay record): the engine
+      // runs the turn again, and the same call is decided, and counted, once more then.
+      const replayed = state.replay?.calls.some((call) => call.id === entry.id) === true;
+      kept = entry.limits === undefined || replayed ? removeCall(kept, i) : countedInstead(kept, i, entry.limits);
     }
   }
   // A log with nothing running is folded at once. Only a reset leaves one: the counts of the
