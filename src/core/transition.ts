@@ -1071,11 +1071,7 @@ function judge(
 
 /** True when a running call of `state` is counted by a limit rule, however it ends but failing. */
 function hasCountedRunning(state: OrchestrationState): boolean {
-  const pending = state.pending;
-  if (pending === undefined) return false;
-  for (const entry of pending)
-    if (entry.kind === 'call' && entry.done !== true && entry.limits !== undefined) return true;
-  return false;
+  return state.pending?.some((entry) => isRunning(entry) && entry.limits !== undefined) === true;
 }
 
 /**
@@ -1238,7 +1234,7 @@ export function shadowOf(plan: OrchestrationPlan, state: OrchestrationState): bo
 }
 
 /** True for a reserved call still running. */
-function isRunning(entry: PendingEntry): boolean {
+function isRunning(entry: PendingEntry): entry is CallEntry {
   return entry.kind === 'call' && entry.done !== true;
 }
 
@@ -1517,8 +1513,41 @@ function expireLeases(
  */
 function countedInstead(pending: readonly PendingEntry[], index: number, limits: string[]): PendingEntry[] {
   const out = pending.slice();
-  out[index] = { kind: 'counted', tool: (pending[index] as CallEntry).tool, limits };
+  out[index] = countOf(pending[index] as CallEntry, limits);
   return out;
+}
+
+/** The count a released call leaves in the log: its tool, its limits, and the turn's `message` key when given. */
+function countOf(call: CallEntry, limits: string[], messageKey?: string): PendingEntry {
+  return messageKey === undefined
+    ? { kind: 'counted', tool: call.tool, limits }
+    : { kind: 'counted', tool: call.tool, limits, message: { key: messageKey } };
+}
+
+/**
+ * What a session reset keeps of a pending log: a count for every call limit rules count (running,
+ * completed behind a running one, or already a count), in order; undefined when there is none.
+ * The reset clears the session's message identity and the log's message entries, so each keeps
+ * the key of the user message it ran for (the head's, or `lastMessageKey`, as messages in the log
+ * change it): otherwise the next write would count it under its own message, or under none, and
+ * a per-turn limit would lose the call's turn (or the turn's earlier calls). The session's next
+ * transition folds them in (see {@link expireLeases}).
+ */
+export function countsKeptByReset(
+  pending: readonly PendingEntry[] | undefined,
+  lastMessageKey: string | undefined,
+): PendingEntry[] | undefined {
+  if (pending === undefined) return undefined;
+  const head = pending[0];
+  let key = head?.kind === 'call' && head.message !== undefined ? head.message.key : lastMessageKey;
+  const counted: PendingEntry[] = [];
+  for (const entry of pending) {
+    if (entry.kind === 'message') key = entry.key;
+    else if (entry.kind === 'counted') {
+      counted.push(entry.message !== undefined || key === undefined ? entry : { ...entry, message: { key } });
+    } else if (entry.kind === 'call' && entry.limits !== undefined) counted.push(countOf(entry, entry.limits, key));
+  }
+  return counted.length === 0 ? undefined : counted;
 }
 
 /**

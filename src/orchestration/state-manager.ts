@@ -13,11 +13,10 @@ import {
   DEFAULT_SESSION_TTL_MS,
   describeType,
   type OrchestrationState,
-  type PendingEntry,
-  type PendingMessage,
   type TokenUsage,
   toAIState,
 } from '../core/state.js';
+import { countsKeptByReset } from '../core/transition.js';
 import { type EngineUpdate, ownedMemoryStore } from '../stores/memory.js';
 import { resolveStore, type StoreSpec } from '../stores/resolve-store.js';
 import type { SessionStore } from '../stores/types.js';
@@ -378,7 +377,7 @@ export class OrchestrationStateManager {
       // So do the calls it releases, which may still run or have run (a reset sent while a
       // payment runs must not give its unit back): each keeps its place in the pending log as a
       // count, which the session's next transition folds in with the plan.
-      const counted = countedOf(current.pending, current.lastMessageKey);
+      const counted = countsKeptByReset(current.pending, current.lastMessageKey);
       if (counted !== undefined) reset.pending = counted;
       if (current.log === undefined) return reset;
       const marker = { event: { type: 'session-reset' as const }, state: reset };
@@ -482,35 +481,4 @@ function checkUsage(usage: unknown): TokenUsageInput {
     }
   }
   return u as TokenUsageInput;
-}
-
-/**
- * What a reset keeps of a pending log: a count for every call limit rules count (running,
- * completed behind a running one, or already a count), in order; undefined when there is none.
- * Each keeps the key of the user message it ran for (`lastMessageKey`: the committed state's, in
- * effect at the log's head): the reset clears the session's message identity and the log's
- * message entries, so without it the next write would count the call under its own message, or
- * under none, and a per-turn limit would lose the call's turn (or the turn's earlier calls).
- */
-function countedOf(
-  pending: readonly PendingEntry[] | undefined,
-  lastMessageKey: string | undefined,
-): PendingEntry[] | undefined {
-  if (pending === undefined) return undefined;
-  const head = pending[0];
-  let key = head?.kind === 'call' && head.message !== undefined ? head.message.key : lastMessageKey;
-  const counted: PendingEntry[] = [];
-  for (const entry of pending) {
-    if (entry.kind === 'message') key = entry.key;
-    else if (entry.kind === 'counted') counted.push(entry.message === undefined ? { ...entry, ...keyed(key) } : entry);
-    else if (entry.kind === 'call' && entry.limits !== undefined) {
-      counted.push({ kind: 'counted', tool: entry.tool, limits: entry.limits, ...keyed(key) });
-    }
-  }
-  return counted.length === 0 ? undefined : counted;
-}
-
-/** The `message` field of a reset's count: the key only (per-turn limits read nothing else). */
-function keyed(key: string | undefined): { message?: PendingMessage } {
-  return key === undefined ? {} : { message: { key } };
 }
