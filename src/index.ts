@@ -118,7 +118,6 @@ export {
   isRefusedMessage,
   type LeaseDecision,
   MAX_PENDING_ENTRIES,
-  MAX_RUNNING_CALLS,
   type MessageDecision,
   type MessageRefusal,
   type RecordDecision,

@@ -1,9 +1,10 @@
 /**
  * A process dies between reserving a call and completing it (SIGKILL while its tool runs). While
  * it lives, it renews the reservation, so the call keeps its place for as long as it runs (three
- * leases here) and the session refuses a racing `pay`; once it is dead nothing renews it, and
- * when the lease ends the next update releases it and `pay` may run again: a crashed process
- * cannot block a session for longer than the lease. On every durable store, across processes.
+ * leases here) and a racing `pay` waits for it (one that waits no longer than a lease gives up);
+ * once it is dead nothing renews it, and when the lease ends the waiting `pay` runs: a crashed
+ * process cannot block a session for longer than the lease. On every durable store, across
+ * processes.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -56,26 +57,28 @@ async function crashAndRecover(storeUrl: string): Promise<void> {
   const sessionId = `crash-${randomUUID()}`;
   const events: OrchestrationEvent[] = [];
   const manager = createOrchestrationManager({ store: storeUrl, leaseMs: LEASE_MS, onEvent: (e) => events.push(e) });
-  const request = (toolCallId: string) =>
-    manager.requestTool(PAY_ONCE, [], sessionId, { tool: 'pay', toolCallId, agentTools: ['pay', 'think'] });
+  // A caller that waits for running calls no longer than one lease.
+  const impatient = createOrchestrationManager({ store: storeUrl, leaseMs: LEASE_MS, waitMs: LEASE_MS });
+  const request = (toolCallId: string, by = manager) =>
+    by.requestTool(PAY_ONCE, [], sessionId, { tool: 'pay', toolCallId, agentTools: ['pay', 'think'] });
   try {
     await reserveAndDie(storeUrl, sessionId, async () => {
-      // Alive for three leases: its renewals keep the call's place, so a racing pay waits.
-      await sleep(3 * LEASE_MS);
-      expect(await request('racing-while-alive')).toMatchObject({
+      // Alive for three leases: its renewals keep the call's place, so a racing pay waits for it
+      // longer than a lease, and gives up.
+      await sleep(2 * LEASE_MS);
+      expect(await request('racing-while-alive', impatient)).toMatchObject({
         allowed: false,
-        reason: { code: 'pending', running: ['pay'] },
+        reason: { code: 'pending', cause: 'wait-bound', running: ['pay'] },
       });
     });
     // Killed now: its last renewal was at most a quarter of a lease ago.
     const killedAt = Date.now();
-    // The dead process's pay may have gone through: refuse a racing one while its lease runs.
-    const during = await request('racing');
-    expect(during).toMatchObject({ allowed: false, reason: { code: 'pending', running: ['pay'] } });
-    expect(Date.now() - killedAt).toBeLessThan(LEASE_MS / 2);
-    await sleep(LEASE_MS + 100 - (Date.now() - killedAt));
-    // The lease ended: the reservation is released, and pay may run.
+    // The dead process's pay may have gone through: a racing one waits while its lease runs, and
+    // runs once it ended.
     expect(await request('after-the-lease')).toMatchObject({ allowed: true });
+    const waited = Date.now() - killedAt;
+    expect(waited).toBeGreaterThan(LEASE_MS / 2);
+    expect(waited).toBeLessThan(LEASE_MS + 1_000);
     expect(events).toContainEqual(
       expect.objectContaining({ type: 'tool-released', toolCallId: 'dies-while-paying', reason: 'expired' }),
     );
@@ -88,6 +91,7 @@ async function crashAndRecover(storeUrl: string): Promise<void> {
   } finally {
     await manager.getStateManager().cleanupSession(sessionId);
     await manager.close();
+    await impatient.close();
   }
 }
 

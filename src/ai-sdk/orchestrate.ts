@@ -54,6 +54,7 @@ import {
   type ToolDecision,
   type TransitionInput,
   transitionAll,
+  type WaitEnd,
 } from '../core/transition.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { messageOf } from '../orchestration/orchestration-manager.js';
@@ -359,6 +360,17 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
    * approval of the same step needs them (most steps make one call, and never pay for it).
    */
   let unprojected: TransitionInput[] = [];
+  /** Every call projected in this step, for {@link rebase}. */
+  let stepCalls: TransitionInput[] = [];
+  /**
+   * Projects the step's calls again on the turn's latest state: after an approval waited for a
+   * running call (another turn's), whose end the turn has read since.
+   */
+  const rebase = () => {
+    const base = turn.state;
+    projected = base === undefined ? undefined : transitionAll(plan, base, stepCalls, context()).state;
+    unprojected = [];
+  };
   /** The state this step's next approval is decided on (see `projected`). */
   const projectedState = (): OrchestrationState | undefined => {
     const base = projected ?? turn.state;
@@ -387,10 +399,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
   let incomplete: SequenceIncomplete | undefined;
   let ending: Promise<void> | undefined;
 
-  // Tool calls of one step run one after another, in the order the model emitted them, so
-  // each is decided on the state the previous one left: deterministic, whatever the SDK's
-  // tool concurrency.
-  let queue: Promise<unknown> = Promise.resolve();
+  // Tool calls of one step are decided one after another, in the order the model emitted them,
+  // so each is decided on the state the previous decision left; they run side by side (under a
+  // durable engine, one after another: see `execute`).
+  let decisions: Promise<unknown> = Promise.resolve();
   const pending = new Set<Promise<unknown>>();
   const track = <T>(promise: Promise<T>): Promise<T> => {
     pending.add(promise);
@@ -400,9 +412,9 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     );
     return promise;
   };
-  const serial = <T>(task: () => Promise<T>): Promise<T> => {
-    const run = queue.then(task);
-    queue = run.catch(() => undefined);
+  const inOrder = <T>(task: () => Promise<T>): Promise<T> => {
+    const run = decisions.then(task);
+    decisions = run.catch(() => undefined);
     return track(run);
   };
   /** Waits for every tracked write (none is running, usually: then no promise and no tick). */
@@ -439,6 +451,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     // This request's calls are decided knowing them: a denied id is not approved again here.
     projected = turn.state;
     unprojected = [];
+    stepCalls = [];
   };
   /**
    * What a call's request says of its input: its arguments and their digest when rules read
@@ -457,6 +470,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     offeredNow: readonly string[] | undefined,
     input: unknown,
     approved: boolean,
+    waited?: WaitEnd,
   ): ToolDecision => {
     const base = projectedState();
     if (base === undefined) throw new Error('orchestration: no state to decide on'); // begin() ran first
@@ -470,6 +484,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         offered: offeredNow,
         ...callInput(input, approved),
         ...(options.turnId !== undefined ? { turnId: options.turnId } : {}),
+        ...(waited !== undefined ? { waited } : {}),
       },
       context(),
     );
@@ -552,6 +567,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         { type: 'tool-completed', toolCallId },
       ];
     }
+    stepCalls.push(...calls);
     // Deferred only on a fixed base (a prepared step's state): `turn.state` moves as calls run.
     if (projected !== undefined) unprojected.push(...calls);
     else if (turn.state !== undefined) projected = transitionAll(plan, turn.state, calls, context()).state;
@@ -637,8 +653,11 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
       ...(typeof original.inputSchema === 'object' && original.inputSchema !== null
         ? { inputSchema: convertedSchema(original.inputSchema) }
         : {}),
-      execute: (input: unknown, execution: ToolExecutionOptions<unknown>) =>
-        serial(async () => {
+      execute: (input: unknown, execution: ToolExecutionOptions<unknown>) => {
+        // Decided one after another, in the order the model emitted the calls (each on the state
+        // the previous decision left, a call that depends on a running sibling waiting for it);
+        // run side by side, as the AI SDK runs them.
+        const decided = inOrder(async (): Promise<ToolDecision> => {
           // The session keeps (and the turn is told) the id's key: the model chose the id.
           const toolCallId = callIdKey(execution.toolCallId);
           if (unguarded) throw unguarded;
@@ -688,6 +707,10 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
             fail(error);
             throw error; // not run: the model is told it failed, which is true
           }
+          return decision;
+        });
+        const ran = decided.then(async (decision) => {
+          const toolCallId = decision.toolCallId;
           if (!decision.allowed) throw new ToolRejectedError(name, decision.reason, decision.allowedTools);
           let output: unknown;
           try {
@@ -705,7 +728,12 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
           // (onError, settled()) and never turns this result into an error for the model.
           turn.completed(toolCallId);
           return output;
-        }),
+        });
+        // Under a durable engine the next call is decided once this one ran: a crash leaves one
+        // call of the step in flight at most, and which calls the dead run decided cannot move.
+        if (options.turnId !== undefined) decisions = ran.catch(() => undefined);
+        return track(ran);
+      },
     };
     guardedTools.add(tool);
     guarded[name] = tool;
@@ -753,7 +781,20 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
         );
         return { type: 'denied', reason: error.message };
       }
-      decision = decideLocally(name, id, resumed ? undefined : offered, toolCall.input, resumed);
+      const offeredNow = resumed ? undefined : offered;
+      decision = decideLocally(name, id, offeredNow, toolCall.input, resumed);
+      // Its answer depends on a call still running in the session (another turn's): wait for it,
+      // then decide on the session as it stands then.
+      while (!decision.allowed && decision.waitFor !== undefined) {
+        const started = Date.now();
+        if (await turn.waitFor(decision.waitFor)) {
+          rebase();
+          decision = decideLocally(name, id, offeredNow, toolCall.input, resumed);
+        } else {
+          const waited: WaitEnd = { cause: 'wait-bound', waitedMs: Date.now() - started };
+          decision = decideLocally(name, id, offeredNow, toolCall.input, resumed, waited);
+        }
+      }
     } catch (error) {
       // Fail closed, as the AI SDK's policy packages do: no decision, no run.
       fail(error);
@@ -830,6 +871,7 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     const { decision, state } = started instanceof Promise ? await started : started;
     projected = state;
     unprojected = [];
+    stepCalls = [];
     // The turn's first model step: the request's history is known, and the turn has begun.
     if (!denialsNoted) noteDenials(step.initialMessages);
     const activeStep = plan.step(decision.activeStep);

@@ -1,19 +1,22 @@
 /**
- * Rules on calls in the layer that decides calls (SPEC section 9): which rule refuses a call in
- * one outcome of the running calls, how limit rules count committed calls, and how an approval a
- * person gave is bound to its call. `transition.ts` asks these for every outcome it judges, after
- * the step's own rules and budgets, so shadow mode, `explain()` and the serial-order guarantee
- * cover rules like every other decision.
+ * Rules on calls in the layer that decides calls (SPEC section 9): which rule refuses a call on
+ * the session a decision is judged on, how limit rules count committed calls, and how an approval
+ * a person gave is bound to its call. The judgement (`judgement.ts`) asks these once per request,
+ * after the step's own rules and budgets, so shadow mode, `explain()` and the serial-order
+ * guarantee cover rules like every other decision.
  *
  * Order (SPEC section 9): a matching `deny` refuses; then a failing `allow` refuses; then a limit
- * whose count is reached refuses (running calls count: they are judged completed in some
- * outcome); then a matching `approve` asks for approval. A rule that cannot be evaluated refuses.
+ * whose count is reached refuses; then a matching `approve` asks for approval. A rule that cannot
+ * be evaluated refuses. Running calls count for a limit when they complete or are abandoned, but
+ * not when they fail: a limit that the committed count leaves room under and the running calls
+ * could fill depends on them, and the request waits for them (`waitFor`).
  */
 
 import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
 import { activeStepOf } from './engine.js';
 import type { ToolDenial } from './events.js';
+import type { RunningCall } from './pending-log.js';
 import { type CompiledRule, celState, celValue, RuleEvaluationError, type RuleVariables } from './rules.js';
 import { APPROVALS_LIMIT, type OrchestrationState } from './state.js';
 
@@ -65,21 +68,28 @@ export class RuleInputs {
   }
 }
 
-/** What the rules made of a call in one outcome. */
+/** What the rules made of a call. */
 export interface RuleVerdict {
-  /** Why it is refused there, if it is. */
+  /** Why it is refused, if it is. */
   readonly denial: ToolDenial | undefined;
+  /**
+   * The running calls a limit's answer depends on (their completion would reach it, their
+   * failure would not): the call is not decided until they end. Empty when it is decided.
+   */
+  readonly waitFor: readonly string[];
   /** Limit rules that count the call when it commits. */
   readonly limits: readonly string[];
   /** Rules with a condition that could not be judged without the call's input (`explain`). */
   readonly conditional: readonly CompiledRule[];
 }
 
-const NO_VERDICT: RuleVerdict = Object.freeze({ denial: undefined, limits: [], conditional: [] });
+const NO_VERDICT: RuleVerdict = Object.freeze({ denial: undefined, waitFor: [], limits: [], conditional: [] });
 
 /**
- * The rules' verdict on a call of `tool` in `state` (one outcome). `inputs` undefined: the input
- * is unknown (`explain`), so rules with a condition are only listed, not judged.
+ * The rules' verdict on a call of `tool` in `state` (the session as a decision sees it, running
+ * calls left out; `running` lists them). `inputs` undefined: the input is unknown (`explain`), so
+ * rules with a condition are only listed, not judged. Each rule's condition is evaluated at most
+ * once.
  */
 export function judgeRules(
   plan: OrchestrationPlan,
@@ -88,14 +98,16 @@ export function judgeRules(
   inputs: RuleInputs | undefined,
   message: MessageInfo | undefined,
   now: number,
+  running: readonly RunningCall[] = NO_RUNNING,
 ): RuleVerdict {
   if (!plan.hasRules) return NO_VERDICT;
   const rules = plan.rulesFor(activeStepOf(plan, state), tool);
   if (rules.length === 0) return NO_VERDICT;
-  // No closures here: this runs for every call in every outcome, and stays allocation-light.
+  // No closures here: this runs for every request, and stays allocation-light.
   const judging: Judging = { state, tool, inputs, variables: undefined, conditional: [], limits: [] };
   let current: CompiledRule | undefined;
   let denial: ToolDenial | undefined;
+  let waitFor: string[] | undefined;
   try {
     for (let i = 0; i < rules.length && denial === undefined; i++) {
       const rule = rules[i]!;
@@ -111,13 +123,16 @@ export function judgeRules(
         denial = { code: 'rule', rule: rule.id, effect: 'allow', message: rule.reason };
       }
     }
+    // Every limit is judged: one that refuses whatever the running calls do wins over a wait.
     for (let i = 0; i < rules.length && denial === undefined; i++) {
       const rule = rules[i]!;
       current = rule;
       const limit = rule.limit;
       if (limit === undefined || holds(rule, judging) !== true) continue;
       const used = usedCount(rule, state, message, now);
-      if (used >= limit.max) {
+      const maybe = running.length === 0 || used >= limit.max ? NO_IDS : countedIfRun(rule, running, state, message);
+      if (used + maybe.length >= limit.max && maybe.length > 0) waitFor = union(waitFor, maybe);
+      else if (used >= limit.max) {
         denial = {
           code: 'limit',
           rule: rule.id,
@@ -128,7 +143,7 @@ export function judgeRules(
         };
       } else judging.limits.push(rule.id);
     }
-    for (let i = 0; i < rules.length && denial === undefined; i++) {
+    for (let i = 0; i < rules.length && denial === undefined && waitFor === undefined; i++) {
       const rule = rules[i]!;
       current = rule;
       if (rule.effect !== 'approve' || holds(rule, judging) !== true) continue;
@@ -151,9 +166,45 @@ export function judgeRules(
       evaluationError: why,
     };
   }
+  if (denial !== undefined) waitFor = undefined;
   const { limits, conditional } = judging;
-  if (denial === undefined && limits.length === 0 && conditional.length === 0) return NO_VERDICT;
-  return { denial, limits, conditional };
+  if (denial === undefined && waitFor === undefined && limits.length === 0 && conditional.length === 0) {
+    return NO_VERDICT;
+  }
+  return { denial, waitFor: waitFor ?? NO_IDS, limits, conditional };
+}
+
+const NO_RUNNING: readonly RunningCall[] = Object.freeze([]);
+
+function union(into: string[] | undefined, ids: readonly string[]): string[] {
+  const out = into ?? [];
+  for (const id of ids) if (!out.includes(id)) out.push(id);
+  return out;
+}
+const NO_IDS: readonly string[] = Object.freeze([]);
+
+/**
+ * The running calls limit `rule` would count if they completed: those whose reservation it
+ * counted, in the turn a per-turn limit counts now, and for a step's rule while its step is
+ * active where they commit.
+ */
+function countedIfRun(
+  rule: CompiledRule,
+  running: readonly RunningCall[],
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): readonly string[] {
+  const period = rule.limit?.period.kind;
+  const turn = period === 'turn' ? turnKey(state, message) : undefined;
+  let out: string[] | undefined;
+  for (const call of running) {
+    if (call.limits === undefined || !call.limits.includes(rule.id)) continue;
+    if (turn !== undefined && call.turn !== turn) continue;
+    if (rule.step !== undefined && rule.step !== call.step) continue;
+    out ??= [];
+    out.push(call.id);
+  }
+  return out ?? NO_IDS;
 }
 
 /** What one {@link judgeRules} call judges, and what it found so far. */
@@ -221,7 +272,7 @@ export function usedCount(
 }
 
 /** The turn a per-turn count belongs to: the user message in effect, '' when there never was one. */
-function turnKey(state: OrchestrationState, message: MessageInfo | undefined): string {
+export function turnKey(state: OrchestrationState, message: MessageInfo | undefined): string {
   return message?.key ?? state.lastMessageKey ?? '';
 }
 

@@ -12,10 +12,19 @@ export type ToolDenial =
   /** The toolCallId was already used: a call id authorizes at most one execution. */
   | { code: 'duplicate-call'; message: string; toolCallId: string }
   /**
-   * Whether the call may run depends on calls still running in this session (another turn's),
-   * or too many are running: it is refused rather than risk running out of order.
+   * Whether the call may run depends on calls still running in this session (`running`, their
+   * tools). A shell waits for them and asks again; this is the final answer only when the wait
+   * passed its bound (`wait-bound`, after `waitedMs`) or too much already waits on the session
+   * (`queue-full`). Cause `running`: the answer of a pure decision (`transition`, `explain`) that
+   * nobody waited for.
    */
-  | { code: 'pending'; message: string; running: readonly string[] }
+  | {
+      code: 'pending';
+      message: string;
+      running: readonly string[];
+      cause: 'running' | 'wait-bound' | 'queue-full';
+      waitedMs?: number;
+    }
   /** A newer user message arrived in the session: this turn may not start tools any more. */
   | { code: 'superseded'; message: string }
   /** A token budget (the session's or the active step's) is spent. */

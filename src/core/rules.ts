@@ -65,6 +65,65 @@ export interface CompiledRule {
   matches(tool: string): boolean;
   /** Evaluates `when` (true when there is none). Throws when it cannot be evaluated. */
   holds(variables: RuleVariables): boolean;
+  /**
+   * What of the session `when` reads (see {@link StateReads}): a running call's completion can
+   * change its answer only through these, which is what tells a request that must wait for it.
+   */
+  readonly reads: StateReads;
+}
+
+/**
+ * The parts of `state` an expression reads: the history (`recentlyUsedTools`), the sequence
+ * position, the active step, token usage. An expression that uses `state` any other way (passes
+ * it whole, indexes it with a computed key) reads all of them.
+ */
+export interface StateReads {
+  readonly history: boolean;
+  readonly sequence: boolean;
+  readonly step: boolean;
+}
+
+const READS_NOTHING: StateReads = Object.freeze({ history: false, sequence: false, step: false });
+const READS_ALL: StateReads = Object.freeze({ history: true, sequence: true, step: true });
+
+/**
+ * What of `state` an expression's AST reads. A comprehension variable that happens to be named
+ * `state` counts as the session too: over-reading only makes a request wait, never run early.
+ */
+function stateReads(ast: unknown): StateReads {
+  const found = { history: false, sequence: false, step: false, all: false };
+  visitState(ast, undefined, found);
+  if (found.all) return READS_ALL;
+  if (!found.history && !found.sequence && !found.step) return READS_NOTHING;
+  return Object.freeze({ history: found.history, sequence: found.sequence, step: found.step });
+}
+
+function visitState(
+  node: unknown,
+  parent: { op?: unknown; args?: unknown } | undefined,
+  found: { history: boolean; sequence: boolean; step: boolean; all: boolean },
+): void {
+  if (Array.isArray(node)) {
+    for (const item of node) visitState(item, parent, found);
+    return;
+  }
+  if (typeof node !== 'object' || node === null) return;
+  const current = node as { op?: unknown; args?: unknown };
+  if (current.op === 'id' && current.args === 'state') {
+    const args = Array.isArray(parent?.args) ? (parent.args as unknown[]) : [];
+    let field: unknown;
+    if (parent?.op === '.' && args[0] === node) field = args[1];
+    else if (parent?.op === '[]' && args[0] === node) {
+      const key = args[1] as { op?: unknown; args?: unknown } | undefined;
+      if (key?.op === 'value') field = key.args;
+    }
+    if (field === 'recentlyUsedTools') found.history = true;
+    else if (field === 'sequenceIndex') found.sequence = true;
+    else if (field === 'activeStep') found.step = true;
+    else if (field !== 'cumulativeTokenUsage') found.all = true;
+    return;
+  }
+  visitState(current.args, current, found);
 }
 
 /** The variables a `when` expression reads (see {@link ruleVariables}). */
@@ -323,6 +382,7 @@ export function compileRules(
   return rules.map((rule, index) => {
     const patterns: CompiledPattern[] = rule.tools.map((pattern) => compileToolPattern(pattern, annotations));
     const program = rule.when === undefined ? undefined : compileExpression(rule.when).program;
+    const reads = program === undefined ? READS_NOTHING : stateReads(program.ast);
     const matched = new Map<string, boolean>();
     const period = rule.limit === undefined ? undefined : limitPeriod(rule.limit.per);
     return Object.freeze({
@@ -332,6 +392,7 @@ export function compileRules(
       effect: rule.effect,
       limit: rule.limit && period ? Object.freeze({ max: rule.limit.max, per: rule.limit.per, period }) : undefined,
       reason: rule.reason,
+      reads,
       matches(tool: string): boolean {
         let hit = matched.get(tool);
         if (hit === undefined) {

@@ -8,7 +8,6 @@ import { createState, type OrchestrationState } from './state.js';
 import {
   explain,
   MAX_PENDING_ENTRIES,
-  MAX_RUNNING_CALLS,
   runningTools,
   settledState,
   type TransitionContext,
@@ -50,6 +49,7 @@ function session(config: OrchestrationConfig, options: { leaseMs?: number } = {}
         allowed: boolean;
         reason?: { code: string; message: string };
         allowedTools?: readonly string[];
+        waitFor?: readonly string[];
       },
     complete: (toolCallId: string, message = m1) => run({ type: 'tool-completed', toolCallId }, message),
     fail: (toolCallId: string) => run({ type: 'tool-failed', toolCallId }),
@@ -127,39 +127,35 @@ describe('transition: reserve before run', () => {
 
   it('counts an abandoned call in its place behind a running call, as its completion would count', () => {
     const config: OrchestrationConfig = {
-      rules: [{ tools: ['pay'], limit: { max: 1, per: 'step' }, reason: 'Pay once per step' }],
-      steps: [
-        { name: 'Done', conditions: [{ type: 'tool_used', value: 'search' }] },
-        { name: 'Checkout', isDefault: true },
-      ],
+      rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'Pay once' }],
+      steps: [{ name: 'Checkout', isDefault: true }],
     };
     const play = (end: 'complete' | 'abandon') => {
       const s = session(config);
       s.message();
       expect(s.request('search', 'a')).toMatchObject({ allowed: true });
+      // Nothing "search" does changes whether "pay" may run: it is decided at once.
       expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
       s[end]('p1');
       return s;
     };
     const abandoned = play('abandon');
-    // The count waits behind the running call, in the place the call held.
+    // The count waits behind the running call, in the place the call held, and counts now.
     expect(abandoned.state.pending?.map((entry) => entry.kind)).toEqual(['call', 'counted']);
-    expect(abandoned.request('pay', 'p2')).toMatchObject({ allowed: false });
+    expect(abandoned.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
     const completed = play('complete');
     abandoned.complete('a');
     completed.complete('a');
-    // In the serial order "pay" came after "search" moved the session to Done, and counts there.
     expect(abandoned.state.counts).toEqual(completed.state.counts);
     expect(abandoned.state.counts).toEqual({ 'rules[0]': { n: 1 } });
-    expect(abandoned.state).toMatchObject({ activeStep: 'Done', recentlyUsedTools: ['search'] });
+    expect(abandoned.state).toMatchObject({ recentlyUsedTools: ['search'] });
     expect(completed.state.recentlyUsedTools).toEqual(['search', 'pay']);
     expect(abandoned.state.pending).toBeUndefined();
   });
 
-  it('judges a call in the outcome where a running call is abandoned too, not only completed or failed', () => {
+  it('makes a call wait for a running call whose completion could change its step, then decides it', () => {
     // "pay" and "free" share one call per step; a completed "pay" moves the session to After,
-    // where the count starts again. Completed, "free" may run (in After); failed, too (nothing
-    // counted); abandoned, it may not: "pay" counts in Checkout and the session stays there.
+    // where the count starts again. Whether "free" may run depends on how "pay" ends.
     const s = session({
       rules: [{ tools: ['pay', 'free'], limit: { max: 1, per: 'step' }, reason: 'One per step' }],
       steps: [
@@ -169,22 +165,43 @@ describe('transition: reserve before run', () => {
     });
     s.message();
     expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
-    expect(s.request('free', 'f1')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    const waiting = s.request('free', 'f1');
+    expect(waiting).toMatchObject({ allowed: false, reason: { code: 'pending', cause: 'running' }, waitFor: ['p1'] });
+    // Nothing was written for it: the same call asks again once "pay" ended.
+    expect(s.state.toolCallIds).toEqual(['p1']);
     s.abandon('p1');
     expect(s.state.activeStep).toBe('Checkout');
-    expect(s.request('free', 'f2')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
+    expect(s.request('free', 'f1')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 1 } });
   });
 
-  it('refuses a call as pending, not as over its limit, while a running call that counts may still fail', () => {
+  it('makes a call wait, not refuses it as over its limit, while a running call that counts may still fail', () => {
     const s = session({
       rules: [{ tools: ['pay'], limit: { max: 1, per: 'session' }, reason: 'Pay once' }],
       steps: [{ name: 'Checkout', isDefault: true }],
     });
     s.message();
     expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
-    expect(s.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: false, reason: { code: 'pending' }, waitFor: ['p1'] });
     s.fail('p1');
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: true });
+  });
+
+  it('decides a call under a limit at once when the running calls cannot reach it', () => {
+    const s = session({
+      rules: [{ tools: ['pay'], limit: { max: 3, per: 'session' }, reason: 'Three payments' }],
+      steps: [{ name: 'Checkout', isDefault: true }],
+    });
+    s.message();
+    expect(s.request('pay', 'p1')).toMatchObject({ allowed: true });
+    expect(s.request('pay', 'p2')).toMatchObject({ allowed: true });
     expect(s.request('pay', 'p3')).toMatchObject({ allowed: true });
+    // Three run: a fourth depends on whether one of them fails.
+    expect(s.request('pay', 'p4')).toMatchObject({ allowed: false, waitFor: ['p1', 'p2', 'p3'] });
+    s.complete('p2');
+    s.complete('p1');
+    expect(s.request('pay', 'p4')).toMatchObject({ allowed: false, waitFor: ['p3'] });
+    s.complete('p3');
+    expect(s.request('pay', 'p4')).toMatchObject({ allowed: false, reason: { code: 'limit', used: 3 } });
   });
 
   it('counts a call whose lease expired for its limits: its process died while it may have run', () => {
@@ -200,18 +217,20 @@ describe('transition: reserve before run', () => {
     expect(s.state).toMatchObject({ recentlyUsedTools: [] });
   });
 
-  it('refuses a second call at a position a running call holds, and the next position until it commits', () => {
+  it('makes a call at the position a running call holds, or the next, wait until it ended', () => {
     const s = session(research);
     s.message();
     expect(s.request('search', 'a')).toMatchObject({ allowed: true });
-    // Whether these may run depends on how "a" ends: refused, never run out of order.
-    expect(s.request('search', 'b')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
-    expect(s.request('think', 'c')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
-    // Nothing is offered while the answer depends on the running call.
-    expect(s.offered()).toEqual([]);
+    // Whether these may run depends on how "a" ends: they wait, never run out of order.
+    expect(s.request('search', 'b')).toMatchObject({ allowed: false, reason: { code: 'pending' }, waitFor: ['a'] });
+    expect(s.request('think', 'c')).toMatchObject({ allowed: false, reason: { code: 'pending' }, waitFor: ['a'] });
+    // Offered is what runs on the session as it stands without "a".
+    expect(s.offered()).toEqual(['search']);
     s.complete('a');
     expect(s.offered()).toEqual(['think']);
-    expect(s.request('think', 'd')).toMatchObject({ allowed: true });
+    expect(s.request('think', 'c')).toMatchObject({ allowed: true });
+    s.complete('c');
+    expect(s.request('search', 'b')).toMatchObject({ allowed: false, reason: { code: 'sequence' } });
   });
 
   it('allows a tool that is allowed whatever a running call does, and refuses one that is not', () => {
@@ -273,11 +292,22 @@ describe('transition: reserve before run', () => {
     expect(s.state.pending).toBeUndefined();
   });
 
-  it(`refuses more than ${MAX_RUNNING_CALLS} calls running at once`, () => {
+  it(`runs up to ${MAX_PENDING_ENTRIES} independent calls at once, then makes the next wait for room`, () => {
     const s = session({ steps: [{ name: 'Open', isDefault: true }] });
     s.message();
-    for (let i = 0; i < MAX_RUNNING_CALLS; i++) expect(s.request('free', `f${i}`)).toMatchObject({ allowed: true });
-    expect(s.request('free', 'one-too-many')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    for (let i = 0; i < MAX_PENDING_ENTRIES; i++) expect(s.request('free', `f${i}`)).toMatchObject({ allowed: true });
+    expect(s.request('free', 'more')).toMatchObject({ allowed: false, reason: { code: 'pending' }, waitFor: ['f0'] });
+    const waited = s.run({
+      type: 'tool-requested',
+      tool: 'free',
+      toolCallId: 'more',
+      agentTools: tools,
+      waited: { cause: 'wait-bound', waitedMs: 50 },
+    }).decision;
+    expect(waited).toMatchObject({ allowed: false, reason: { code: 'pending', cause: 'wait-bound', waitedMs: 50 } });
+    expect(waited).not.toHaveProperty('waitFor');
+    s.complete('f0');
+    expect(s.request('free', 'after')).toMatchObject({ allowed: true });
   });
 });
 
@@ -592,24 +622,24 @@ describe('transition: shadow and enforced steps share one serial order', () => {
     // Open would let it run. It cannot be both, so it waits.
     const deploying = request(state, 'deploy', 'b');
     expect(deploying.decision).toMatchObject({ allowed: false, reason: { code: 'pending', running: ['lock'] } });
-    // And explain() says the same, as does the step decision.
+    // And explain() says the same; a model step is offered what runs without lock (Open observes).
     const view = explain(plan, state, agentTools, context);
     expect(view.tools.find((t) => t.tool === 'deploy')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
-    expect(view.allowedTools).toEqual(['status']);
     const step = transition(plan, state, { type: 'step-started', agentTools }, context).decision;
-    expect(step).toMatchObject({ allowedTools: ['status'], shadow: true });
+    expect(step).toMatchObject({ allowedTools: agentTools, shadow: true });
+    expect(view.allowedTools).toEqual(agentTools);
     // Once lock committed, deploy meets Locked, which enforces.
     state = transition(plan, deploying.state, { type: 'tool-completed', toolCallId: 'a' }, context).state;
     expect(state.activeStep).toBe('Locked');
     expect(request(state, 'deploy', 'c').decision).toMatchObject({ allowed: false, reason: { code: 'not-allowed' } });
   });
 
-  it('still runs what every outcome lets run, reporting what enforcement would refuse', () => {
+  it('decides at once in a shadow step what no running call can change', () => {
     let state = transition(plan, createState('s', 0), { type: 'user-message' }, context).state;
-    state = request(state, 'lock', 'a').state;
-    // status is allowed in Locked and runs in Open: it runs whatever lock does.
-    expect(request(state, 'status', 'b').decision).toMatchObject({ allowed: true });
-    expect(request(state, 'status', 'b').decision).not.toHaveProperty('wouldBlock');
+    state = request(state, 'status', 'a').state;
+    // status changes no step: deploy is judged in Open, which observes only.
+    expect(request(state, 'deploy', 'b').decision).toMatchObject({ allowed: true });
+    expect(request(state, 'deploy', 'b').decision).not.toHaveProperty('wouldBlock');
   });
 });
 
@@ -692,17 +722,18 @@ describe('transition: what a session takes while calls run', () => {
     s.message();
     s.request('search', 'c1');
     const refused: string[] = [];
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 300; i++) {
       const m = latestUserMessage([{ role: 'user', content: text(30_000), id: `m${i}` }]);
       const decision = s.message(m).decision;
       if (decision?.type === 'message' && !decision.accepted) refused.push(decision.reason.code);
     }
     expect(s.state.pending).toHaveLength(MAX_PENDING_ENTRIES);
-    expect(refused).toHaveLength(100 - (MAX_PENDING_ENTRIES - 1));
+    expect(refused).toHaveLength(300 - (MAX_PENDING_ENTRIES - 1));
     expect(new Set(refused)).toEqual(new Set(['session-busy']));
-    expect(JSON.stringify(s.state).length).toBeLessThan(5_000);
-    // A request is refused as well, and the session frees up when the call finishes.
-    expect(s.request('think', 'c2')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    // The messages' answers are kept, not their text: a full log stays small.
+    expect(JSON.stringify(s.state).length).toBeLessThan(20_000);
+    // A request waits for room as well, and the session frees up when the call finishes.
+    expect(s.request('think', 'c2')).toMatchObject({ allowed: false, reason: { code: 'pending' }, waitFor: ['c1'] });
     s.complete('c1');
     expect(s.state.pending).toBeUndefined();
     expect(s.message(latestUserMessage([{ role: 'user', content: 'research again', id: 'after' }])).decision).toEqual({

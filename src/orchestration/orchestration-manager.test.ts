@@ -411,16 +411,32 @@ describe('every entry point feeds the same inputs', () => {
   });
 
   it('explain() answers as a decision does while another turn runs a call', async () => {
-    const manager = createOrchestrationManager();
+    const manager = createOrchestrationManager({ waitMs: 50 });
     const messages = user('research cats');
     const config: OrchestrationConfig = { steps: [{ name: 'R', isDefault: true, sequence: ['search', 'summarize'] }] };
     await manager.requestTool(config, messages, 'r', { tool: 'search', toolCallId: 'running', agentTools });
     const view = await manager.explain(config, messages, 'r', agentTools);
+    // The call waits for the running one; it never ends, so the wait's bound ends it.
     const decision = await manager.requestTool(config, messages, 'r', { tool: 'search', toolCallId: 'x', agentTools });
-    expect(decision).toMatchObject({ allowed: false, reason: { code: 'pending' } });
+    expect(decision).toMatchObject({ allowed: false, reason: { code: 'pending', cause: 'wait-bound' } });
     expect(view.tools.find((t) => t.tool === 'search')).toMatchObject({ allowed: false, reason: { code: 'pending' } });
-    expect(view.allowedTools).toEqual([]);
+    // What a model step is offered: the session as it stands without the running call.
+    expect(view.allowedTools).toEqual(['search']);
     expect(view.running).toEqual(['search']);
+  });
+
+  it('requestTool waits for a running call its answer depends on, then decides', async () => {
+    const manager = createOrchestrationManager();
+    const messages = user('research cats');
+    const config: OrchestrationConfig = { steps: [{ name: 'R', isDefault: true, sequence: ['search', 'summarize'] }] };
+    await manager.requestTool(config, messages, 'w', { tool: 'search', toolCallId: 'first', agentTools });
+    const waiting = manager.requestTool(config, messages, 'w', { tool: 'summarize', toolCallId: 'next', agentTools });
+    setTimeout(() => void manager.completeTool(config, messages, 'w', 'first'), 20);
+    const started = Date.now();
+    expect(await waiting).toMatchObject({ allowed: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(15);
+    await manager.completeTool(config, messages, 'w', 'next');
+    expect((await manager.getState('w'))?.recentlyUsedTools).toEqual(['search', 'summarize']);
   });
 
   it('a turn of another agent is refused with a SessionRefusedError, and nothing is written', async () => {

@@ -37,7 +37,9 @@ import {
   type TransitionInput,
   transition,
   transitionAll,
+  type WaitEnd,
 } from '../core/transition.js';
+import { CallWaits, DEFAULT_WAIT_MS, decideWaiting } from './call-waits.js';
 import {
   assertToolName,
   OrchestrationStateManager,
@@ -58,6 +60,7 @@ const MANAGER_OPTIONS = optionNames<OrchestrationManagerOptions>({
   conditions: true,
   stateManager: true,
   leaseMs: true,
+  waitMs: true,
   eventLog: true,
   store: true,
   historyLimit: true,
@@ -81,6 +84,12 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
    * 120,000 ms), so a process that died mid-call cannot block a session for longer.
    */
   leaseMs?: number;
+  /**
+   * How long a tool call whose answer depends on calls still running in its session (another
+   * turn's, or an earlier call of the same model step) waits for them before it is refused as
+   * `pending` (default 30,000 ms). A call that nothing running can change never waits.
+   */
+  waitMs?: number;
   /**
    * Keep each session's latest `eventLog` decisions (events, each with the session's state right
    * after it), for timelines such as the inspector's (default 0: keep none; at most 1,000). The
@@ -145,6 +154,12 @@ export function contextFollows(earlier: TransitionContext, later: TransitionCont
 }
 
 /**
+ * The waits of a manager's sessions. Internal: `Turn` waits there for the running calls a
+ * request depends on, and registers the completions it holds unwritten.
+ */
+export let waitsOf: (manager: OrchestrationManager) => CallWaits;
+
+/**
  * True when something takes the manager's events (a listener, or an event log to write them
  * to). Internal: `Turn` builds an event it reports on its own only when one does.
  */
@@ -158,6 +173,9 @@ export class OrchestrationManager {
   readonly #compileOptions: CompileOptions;
   /** Lease of a reserved tool call, in milliseconds. */
   readonly leaseMs: number | undefined;
+  /** How long a call waits for the running calls its answer depends on, in milliseconds. */
+  readonly waitMs: number;
+  readonly #waits: CallWaits;
   /** Most entries of each session's event log (0: the manager keeps none). */
   readonly eventLog: number;
   #lastConfig: OrchestrationSource | undefined;
@@ -176,6 +194,14 @@ export class OrchestrationManager {
       throw new InvalidArgumentError('leaseMs', `expected a positive integer, got ${String(options.leaseMs)}`);
     }
     this.leaseMs = options.leaseMs;
+    if (options.waitMs !== undefined && !(Number.isSafeInteger(options.waitMs) && options.waitMs >= 0)) {
+      throw new InvalidArgumentError('waitMs', `expected a non-negative integer, got ${String(options.waitMs)}`);
+    }
+    this.waitMs = options.waitMs ?? DEFAULT_WAIT_MS;
+    this.#waits = new CallWaits(
+      (sessionId) => this.#states.getState(sessionId),
+      () => this.#states.clock(),
+    );
     const eventLog = options.eventLog ?? 0;
     if (!(Number.isSafeInteger(eventLog) && eventLog >= 0 && eventLog <= MAX_LOG_CAPACITY)) {
       throw new InvalidArgumentError(
@@ -269,19 +295,22 @@ export class OrchestrationManager {
     }
     // The memory store updates synchronously: no promise round trips on the hot path.
     const sync = this.#states.modifySync(sessionId, run.update, context.now, false, existing);
-    if (sync !== undefined) return this.#finish(run, sync, hold);
+    if (sync !== undefined) return this.#finish(run, sessionId, sync, hold);
     return this.#states
       .modify(sessionId, run.update, context.now, existing)
-      .then((state) => this.#finish(run, state, hold));
+      .then((state) => this.#finish(run, sessionId, state, hold));
   }
 
   static {
     // For Turn only (not exported by the package): see applyNow.
     applyNow = (manager, ...args) => manager.#applyNow(...args);
     takesEvents = (manager) => manager.#listeners.size > 0 || manager.eventLog > 0;
+    waitsOf = (manager) => manager.#waits;
   }
 
-  #finish(run: PendingApply, state: OrchestrationState, hold = false): AppliedInputs {
+  #finish(run: PendingApply, sessionId: string, state: OrchestrationState, hold = false): AppliedInputs {
+    // Requests of this process that wait on the session ask again (a call they wait for may have ended).
+    if (run.changed) this.#waits.changed(sessionId);
     if (!hold) this.#dispatch(run.events);
     return { state, events: run.events, decisions: run.decisions, changed: run.changed };
   }
@@ -327,10 +356,11 @@ export class OrchestrationManager {
     run.begin(plan, inputs, context);
     // Without an event log the transition's new state is this call's alone (see modifySync).
     const state = this.#states.modifySync(sessionId, run.update, context.now, this.eventLog === 0);
-    const { decisions, events } = run;
+    const { decisions, events, changed } = run;
     run.end();
     this.#idleRun = run;
     if (state === undefined) return undefined;
+    if (changed) this.#waits.changed(sessionId);
     this.#dispatch(events);
     if (isRefusedMessage(decisions[0])) throwIfRefused(decisions[0], sessionId);
     return decisions;
@@ -462,15 +492,16 @@ export class OrchestrationManager {
     assertToolList(call.agentTools);
     assertToolCallId(call.toolCallId);
     const { context, ...request } = call;
-    const applied = await this.apply(
-      config,
-      messageOf(messages),
-      sessionId,
-      [USER_MESSAGE[0]!, { type: 'tool-requested', ...request }],
-      context,
-    );
-    throwIfRefused(applied.decisions[0], sessionId);
-    return applied.decisions[1] as ToolDecision;
+    const plan = this.plan(config);
+    const message = messageOf(messages);
+    const ask = async (waited?: WaitEnd): Promise<ToolDecision> => {
+      const input: TransitionInput = { type: 'tool-requested', ...request, ...(waited ? { waited } : {}) };
+      const applied = await this.apply(plan, message, sessionId, [USER_MESSAGE[0]!, input], context);
+      throwIfRefused(applied.decisions[0], sessionId);
+      return applied.decisions[1] as ToolDecision;
+    };
+    // A call whose answer depends on a running call waits for it (up to `waitMs`), then is decided.
+    return decideWaiting(this.#waits, sessionId, await ask(), ask, this.waitMs, () => this.#states.clock());
   }
 
   /**

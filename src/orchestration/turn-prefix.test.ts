@@ -185,9 +185,14 @@ describe('two turns that begin one new session', () => {
     const offeredSecond = (await second.stepStarted(0)).decision.allowedTools;
     expect(offeredSecond).toEqual(['a']);
     expect((await first.request('a', 'first-0', offeredFirst)).allowed).toBe(true);
-    // The session is no longer new: the first turn's reservation holds 'a'.
-    expect((await second.request('a', 'second-0', offeredSecond)).allowed).toBe(false);
+    // The session is no longer new: the first turn's reservation holds 'a', so the second waits.
+    const waiting = second.request('a', 'second-0', offeredSecond);
+    await new Promise((resolve) => setTimeout(resolve, 20));
     const stored = await manager.getStateManager().getState('both');
     expect(stored?.pending).toEqual([expect.objectContaining({ kind: 'call', id: 'first-0', tool: 'a' })]);
+    // Once 'a' completed, the sequence expects 'b': the second 'a' is refused as a serial run would.
+    first.completed('first-0');
+    await first.flush();
+    expect(await waiting).toMatchObject({ allowed: false, reason: { code: 'sequence', expected: ['b'] } });
   });
 });

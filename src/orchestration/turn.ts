@@ -24,6 +24,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
+import { duplicateCall } from '../core/denials.js';
 import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { LeaseLostError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
@@ -39,9 +40,11 @@ import {
   type TransitionInput,
   transition,
   transitionAll,
+  type WaitEnd,
 } from '../core/transition.js';
+import { decideWaiting } from './call-waits.js';
 import type { AppliedInputs, AppliedPrefix, OrchestrationManager } from './orchestration-manager.js';
-import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused } from './orchestration-manager.js';
+import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused, waitsOf } from './orchestration-manager.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -454,18 +457,7 @@ export class Turn {
   ): ToolDecision | Promise<ToolDecision> {
     if (this.#turnId !== undefined && this.#requested.has(toolCallId)) {
       // Within one run of a turn a call id runs once, whatever its replay record says.
-      return {
-        type: 'tool',
-        tool,
-        toolCallId,
-        allowed: false,
-        reason: {
-          code: 'duplicate-call',
-          toolCallId,
-          message: `tool call id "${toolCallId}" was already used in this session; a call id runs at most once`,
-        },
-        allowedTools: [],
-      };
+      return { type: 'tool', tool, toolCallId, allowed: false, reason: duplicateCall(toolCallId), allowedTools: [] };
     }
     this.#requested.add(toolCallId);
     const input: TransitionInput = {
@@ -477,13 +469,46 @@ export class Turn {
       ...call,
       ...(this.#turnId !== undefined ? { turnId: this.#turnId } : {}),
     };
-    return then(this.#write([input], hold), ({ decisions, events }) => {
-      if (hold) this.#heldEvents.set(toolCallId, events);
-      const decision = decisions.at(-1) as ToolDecision;
+    let held: readonly OrchestrationEvent[] = NO_EVENTS;
+    const ask = (waited?: WaitEnd): ToolDecision | Promise<ToolDecision> =>
+      then(this.#write([waited === undefined ? input : { ...input, waited }], hold), ({ decisions, events }) => {
+        if (hold) held = joinEvents(held, events);
+        return decisions.at(-1) as ToolDecision;
+      });
+    const decided = (decision: ToolDecision): ToolDecision => {
+      if (hold) this.#heldEvents.set(toolCallId, held);
       if (decision.allowed && decision.replayed === 'settled') this.#replayedSettled.add(toolCallId);
       else if (decision.allowed) this.#hold(toolCallId);
       return decision;
-    });
+    };
+    const after = (first: ToolDecision): ToolDecision | Promise<ToolDecision> => {
+      // Its answer depends on running calls: wait for them (a sibling of the same model step, or
+      // another turn's call), then ask again.
+      if (first.allowed || first.waitFor === undefined) return decided(first);
+      const manager = this.#manager;
+      const clock = () => manager.getStateManager().clock();
+      return decideWaiting(waitsOf(manager), this.#sessionId, first, ask, manager.waitMs, clock).then(decided);
+    };
+    const first = ask();
+    return first instanceof Promise ? first.then(after) : after(first);
+  }
+
+  /**
+   * Waits until one of the running calls `ids` may have ended (or the manager's `waitMs` passed),
+   * then reads the session again: for a decision made on the turn's own copy of the session (an
+   * approval shown to a person) whose answer depended on them. Resolves to false when the wait
+   * passed its bound or too much waits on the session.
+   */
+  async waitFor(ids: readonly string[]): Promise<boolean> {
+    const manager = this.#manager;
+    const states = manager.getStateManager();
+    const now = states.clock();
+    const ended = await waitsOf(manager).wait(this.#sessionId, ids, now + manager.waitMs, now);
+    if (ended.outcome !== 'changed') return false;
+    if (this.#buffer.length > 0) await this.flush();
+    const read = await states.getState(this.#sessionId);
+    if (read !== null && (this.#stored === undefined || read.version > this.#stored.version)) this.#stored = read;
+    return true;
   }
 
   /** Starts the read of {@link readAhead} when the first model step would make it. */
@@ -540,13 +565,37 @@ export class Turn {
   completed(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return; // a replay of a call that was recorded already
     this.#buffer.push({ type: 'tool-completed', toolCallId });
+    this.#ended();
   }
 
   /** The reserved call threw: released with the next write, nothing recorded. */
   failed(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return;
     this.#buffer.push({ type: 'tool-failed', toolCallId });
+    this.#ended();
   }
+
+  /**
+   * A call's ending waits in the buffer for the next write, unless a request may wait for it:
+   * one of this process waits on the session (it is written now), or the session has calls of
+   * other turns, whose requests may wait in another process (written now too). Otherwise it is
+   * written when a request of this process starts waiting on the session, or with the next write
+   * (the lease renewal writes it at the latest).
+   */
+  #ended(): void {
+    const waits = waitsOf(this.#manager);
+    const shared = this.#stored?.pending?.some((entry) => !(entry.kind === 'call' && this.#held.has(entry.id)));
+    if (waits.has(this.#sessionId) || shared === true) {
+      this.flush().catch((error: unknown) => this.#onError(error));
+      return;
+    }
+    this.#unhold ??= waits.hold(this.#sessionId, () => {
+      if (this.#buffer.length > 0) this.flush().catch((error: unknown) => this.#onError(error));
+    });
+  }
+
+  /** Unregisters the flush {@link #ended} registered, once nothing of the turn waits to be written. */
+  #unhold: (() => void) | undefined;
 
   /**
    * The reserved call's outcome is unknown (sent on, then cancelled or never answered): released
@@ -556,6 +605,7 @@ export class Turn {
   abandoned(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return;
     this.#buffer.push({ type: 'tool-abandoned', toolCallId });
+    this.#ended();
   }
 
   /** A model call's token usage (AI SDK or seed names): added with the next write. */
@@ -640,6 +690,10 @@ export class Turn {
 
   #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
     this.#wrote = true;
+    if (this.#unhold !== undefined && this.#buffer.length === 0) {
+      this.#unhold();
+      this.#unhold = undefined;
+    }
     // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
     if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
     this.#settled(batch, applied.events);

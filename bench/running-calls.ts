@@ -1,0 +1,133 @@
+/**
+ * `npm run bench:running`: what one decision costs while calls run in its session. One
+ * `tool-requested` (pure `transition()`, no store) on a session with 0, 1, 8 and 32 reserved calls
+ * still running, each independent of the request, for three templates: a plain step, a step with
+ * a limit rule, and a step with a rule whose condition is expensive (a nested macro over 1,000
+ * paths, within the documented bounds). The decision must not grow with the running calls: each
+ * row prints its time and its ratio to the row with none running.
+ *
+ *   npm run bench:running [-- --rounds=15 --json]
+ *
+ * It reads only what every build exports (`transition`, `compileOrchestration`, `createState`),
+ * so `bench/compare-versions.ts` style A/B runs can point it at another checkout; a build that
+ * cannot hold a row's running calls (the enumeration's cap) prints `refused` there.
+ */
+import { compileOrchestration } from '../src/core/compile.js';
+import type { OrchestrationConfig } from '../src/core/schema.js';
+import { createState, type OrchestrationState } from '../src/core/state.js';
+import { transition } from '../src/core/transition.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: number) => {
+  const value = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  return value === undefined ? fallback : Number(value);
+};
+const ROUNDS = flag('rounds', 15);
+const JSON_OUT = args.includes('--json');
+const RUNNING = [0, 1, 8, 32];
+const TOOLS = ['search', 'fetch', 'read', 'write'];
+const PATHS = Array.from({ length: 1_000 }, (_, i) => `/data/file-${i}.txt`);
+
+const templates: Record<string, { config: OrchestrationConfig; args: unknown; calls: number }> = {
+  plain: { config: { steps: [{ name: 'Work', isDefault: true }] }, args: {}, calls: 20_000 },
+  limit: {
+    config: {
+      rules: [{ tools: ['write'], limit: { max: 1_000, per: 'session' }, reason: 'enough writes' }],
+      steps: [{ name: 'Work', isDefault: true }],
+    },
+    args: {},
+    calls: 20_000,
+  },
+  expensive: {
+    config: {
+      rules: [
+        {
+          tools: ['write'],
+          when: 'args.paths.all(p, args.paths.exists_one(q, q == p))',
+          effect: 'allow',
+          reason: 'no path twice',
+        },
+      ],
+      steps: [{ name: 'Work', isDefault: true }],
+    },
+    args: { paths: PATHS },
+    calls: 3,
+  },
+};
+
+/** A session with `n` reserved calls of `search` still running. */
+function sessionWith(config: OrchestrationConfig, n: number): OrchestrationState | undefined {
+  const plan = compileOrchestration(config);
+  const context = { now: 1_000, leaseMs: 3_600_000 };
+  let state = transition(plan, createState('bench', 0), { type: 'user-message' }, context).state;
+  for (let i = 0; i < n; i++) {
+    const input = { type: 'tool-requested' as const, tool: 'search', toolCallId: `r${i}`, agentTools: TOOLS };
+    const result = transition(plan, state, input, context);
+    if ((result.decision as { allowed?: boolean }).allowed !== true) return undefined;
+    state = result.state;
+  }
+  return state;
+}
+
+/** µs per decision of a `write` on `state`, over `calls` decisions. */
+function time(config: OrchestrationConfig, state: OrchestrationState, callArgs: unknown, calls: number): number {
+  const plan = compileOrchestration(config);
+  const context = { now: 1_000, leaseMs: 3_600_000 };
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) {
+    const input = {
+      type: 'tool-requested' as const,
+      tool: 'write',
+      toolCallId: `w${i}`,
+      agentTools: TOOLS,
+      args: callArgs,
+    };
+    const decision = transition(plan, state, input, context).decision as { allowed?: boolean };
+    if (decision.allowed !== true) throw new Error('the benchmark call was not allowed at once');
+  }
+  return Number(process.hrtime.bigint() - start) / 1_000 / calls;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+const results: Record<string, Record<number, number | 'refused'>> = {};
+for (const [name, { config, args: callArgs, calls }] of Object.entries(templates)) {
+  results[name] = {};
+  const states = new Map(RUNNING.map((n) => [n, sessionWith(config, n)]));
+  const samples = new Map<number, number[]>(RUNNING.map((n) => [n, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternating within each round, so machine noise hits every row alike.
+    for (const n of RUNNING) {
+      const state = states.get(n);
+      if (state === undefined) continue;
+      try {
+        samples.get(n)!.push(time(config, state, callArgs, calls));
+      } catch {
+        states.set(n, undefined); // this build cannot decide it at once
+      }
+    }
+  }
+  for (const n of RUNNING) {
+    const taken = samples.get(n)!;
+    results[name]![n] = states.get(n) === undefined || taken.length === 0 ? 'refused' : median(taken);
+  }
+}
+
+if (JSON_OUT) {
+  console.log(JSON.stringify(results));
+} else {
+  for (const [name, row] of Object.entries(results)) {
+    const base = row[0];
+    const cells = RUNNING.map((n) => {
+      const value = row[n];
+      if (value === 'refused' || value === undefined) return `${n} running: refused`;
+      const ratio = typeof base === 'number' ? ` (x${(value / base).toFixed(2)})` : '';
+      return `${n} running: ${value < 10 ? value.toFixed(2) : value.toFixed(0)} µs${ratio}`;
+    });
+    console.log(`${name.padEnd(10)} ${cells.join('   ')}`);
+  }
+}
