@@ -159,12 +159,15 @@ export async function inProcessGateway(
   manager: OrchestrationManager,
   dir: string,
   sessionId: string,
+  /** The upstream to start instead of the filesystem server on `dir`. */
+  upstream?: { command: string; args: string[]; env?: Record<string, string> },
 ): Promise<InProcessGateway> {
   const parsed = validateTemplate(template);
   if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
   const gateway = new McpGateway({
     template: parsed.template,
-    upstreams: [{ command: FILESYSTEM_SERVER, args: [dir] }],
+    upstreams: [upstream === undefined ? { command: FILESYSTEM_SERVER, args: [dir] } : upstream],
+    ...(upstream?.env === undefined ? {} : { env: { ...process.env, ...upstream.env } }),
     manager,
     upstreamStderr: 'ignore',
   });
