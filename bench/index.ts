@@ -15,15 +15,12 @@
 import { cpus, platform, release } from 'node:os';
 import { Bench } from 'tinybench';
 import {
-  allowedTools,
   compileOrchestration,
-  createState,
-  handleMessage,
   latestUserMessage,
   type OrchestrationConfig,
   type OrchestrationState,
-  recordToolUse,
 } from '../src/index.js';
+import { allowedTools, createState, handleMessage, recordToolUse } from '../src/internal.js';
 import { type AiSdkBenchResult, formatAiSdkBench, runAiSdkBench } from './ai-sdk.js';
 import {
   AGENTDOCK_TEMPLATE_URL,

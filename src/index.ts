@@ -1,12 +1,13 @@
 /**
- * Baton: orchestration for tool-using LLM agents. The public surface, as an explicit list.
+ * Baton: orchestration for tool-using LLM agents. The public surface, as an explicit list: what
+ * the README teaches, and the types its signatures name. The engine's own machinery (the pure
+ * transition, the step functions below it, the template graph) is at `baton-agents/internal`.
  */
 
 export {
   type CompiledStep,
   type CompileOptions,
   compileOrchestration,
-  compileStep,
   type OrchestrationPlan,
   type OrchestrationSource,
   type SequenceSlot,
@@ -16,27 +17,10 @@ export {
   type ConditionDefinition,
   ConditionRegistry,
   type ConditionTest,
-  defaultConditionRegistry,
   type MessageInfo,
   registerConditionType,
 } from './core/conditions.js';
-export {
-  type AllowedToolsResult,
-  activeStepOf,
-  addTokenUsage,
-  allowedTools,
-  changeStep,
-  chooseStep,
-  denialOf,
-  type EngineResult,
-  handleMessage,
-  normalizeUsage,
-  recordToolUse,
-  type SequenceView,
-  selectStep,
-  type TokenUsageInput,
-  type ToolUseInput,
-} from './core/engine.js';
+export type { BudgetStatus, SequenceView, TokenUsageInput } from './core/engine.js';
 export {
   BatonError,
   type BatonErrorCode,
@@ -73,68 +57,30 @@ export {
 } from './core/session-log.js';
 export {
   type AIOrchestrationState,
-  createState,
   DEFAULT_HISTORY_LIMIT,
   DEFAULT_SESSION_TTL_MS,
   type OrchestrationState,
   type PendingEntry,
   type PendingMessage,
-  TOOL_CALL_IDS_LIMIT,
   type TokenUsage,
-  toAIState,
 } from './core/state.js';
-export {
-  type GraphRenderOptions,
-  type TemplateGraph,
-  type TemplateGraphEdge,
-  type TemplateGraphNode,
-  templateGraph,
-  toDot,
-  toMermaid,
-} from './core/template-graph.js';
 export {
   formatIssues,
   TemplateConfigError,
   type TemplateIssue,
   TemplateIssueCode,
 } from './core/template-issues.js';
+export type { ToolAnnotations } from './core/tool-annotations.js';
 export {
-  ANNOTATION_SELECTORS,
-  type AnnotationSelector,
-  type AnnotationSelectorName,
-  type DeclaredTool,
-  hasAnnotation,
-  parseSelector,
-  selectTools,
-  type ToolAnnotations,
-} from './core/tool-annotations.js';
-export {
-  type BudgetStatus,
-  budgetOf,
   DEFAULT_LEASE_MS,
-  decideToolCall,
   type Explanation,
-  explain,
-  isRefusedMessage,
-  type LeaseDecision,
   MAX_PENDING_ENTRIES,
-  type MessageDecision,
-  type MessageRefusal,
-  type RecordDecision,
-  runningTools,
   type StepDecision,
-  settledState,
-  shadowOf,
-  type ToolCallRequest,
   type ToolDecision,
   type ToolExplanation,
-  type TransitionAllResult,
-  type TransitionContext,
   type TransitionDecision,
   type TransitionInput,
-  type TransitionResult,
-  transition,
-  transitionAll,
+  type WaitEnd,
 } from './core/transition.js';
 export {
   type OrchestrationValidationResult,
@@ -145,6 +91,7 @@ export {
   validateOrchestration,
   validateTemplate,
 } from './core/validate-template.js';
+export { DEFAULT_WAIT_MS } from './orchestration/call-waits.js';
 export {
   type AppliedInputs,
   createOrchestrationManager,

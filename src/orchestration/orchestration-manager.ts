@@ -80,8 +80,9 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
   /** Use an existing state manager instead of creating one (its store and limits win). */
   stateManager?: OrchestrationStateManager;
   /**
-   * How long a reserved tool call may run before its reservation is released (default
-   * 120,000 ms), so a process that died mid-call cannot block a session for longer.
+   * How long a reserved tool call's reservation lasts without renewal (default 15,000 ms). The
+   * process that runs the call renews it every quarter, so only a process that died mid-call
+   * loses it, and cannot block the session for longer.
    */
   leaseMs?: number;
   /**
