@@ -23,18 +23,15 @@ export {
 export {
   type AllowedToolsResult,
   activeStepOf,
-  addTokenUsage,
   allowedTools,
   changeStep,
   chooseStep,
   denialOf,
   type EngineResult,
   handleMessage,
-  normalizeUsage,
   recordToolUse,
   type SequenceView,
   selectStep,
-  type TokenUsageInput,
   type ToolUseInput,
 } from './core/engine.js';
 export {
@@ -98,6 +95,7 @@ export {
   type TemplateIssue,
   TemplateIssueCode,
 } from './core/template-issues.js';
+export { addTokenUsage, normalizeUsage, type TokenUsageInput } from './core/token-usage.js';
 export {
   ANNOTATION_SELECTORS,
   type AnnotationSelector,
