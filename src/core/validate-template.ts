@@ -11,7 +11,8 @@ import {
   defaultConditionRegistry,
 } from './conditions.js';
 import { type CompiledPattern, compilePattern, firstMatch } from './patterns.js';
-import { expressionProblem, limitPeriod } from './rules.js';
+import { expressionProblem } from './rule-expressions.js';
+import { limitPeriod } from './rules.js';
 import {
   type AgentTemplate,
   agentTemplateSchema,
