@@ -3,14 +3,13 @@
  */
 
 export {
-  type CompiledStep,
   type CompileOptions,
   compileOrchestration,
   compileStep,
   type OrchestrationPlan,
   type OrchestrationSource,
-  type SequenceSlot,
 } from './core/compile.js';
+export type { CompiledStep, SequenceSlot } from './core/compiled-step.js';
 export {
   type ConditionContext,
   type ConditionDefinition,

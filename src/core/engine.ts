@@ -3,7 +3,8 @@
  * `(plan, state, input) -> {state, events}`: no I/O, no clock. The stateful classes in
  * `orchestration/` only load a state, call these, store the result and dispatch events.
  */
-import { type CompiledStep, type OrchestrationPlan, positionTools } from './compile.js';
+import type { OrchestrationPlan } from './compile.js';
+import { type CompiledStep, positionTools } from './compiled-step.js';
 import type { ConditionContext, MessageInfo } from './conditions.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
 import { DEFAULT_HISTORY_LIMIT, type OrchestrationState } from './state.js';
