@@ -4,14 +4,14 @@
  * transition, the step functions below it, the template graph) is at `baton-agents/internal`.
  */
 
+export type { BudgetStatus } from './core/budget-status.js';
 export {
-  type CompiledStep,
   type CompileOptions,
   compileOrchestration,
   type OrchestrationPlan,
   type OrchestrationSource,
-  type SequenceSlot,
 } from './core/compile.js';
+export type { CompiledStep, SequenceSlot } from './core/compiled-step.js';
 export {
   type ConditionContext,
   type ConditionDefinition,
@@ -20,7 +20,7 @@ export {
   type MessageInfo,
   registerConditionType,
 } from './core/conditions.js';
-export type { BudgetStatus, SequenceView, TokenUsageInput } from './core/engine.js';
+export type { SequenceView } from './core/engine.js';
 export {
   BatonError,
   type BatonErrorCode,
@@ -70,6 +70,7 @@ export {
   type TemplateIssue,
   TemplateIssueCode,
 } from './core/template-issues.js';
+export type { TokenUsageInput } from './core/token-usage.js';
 export type { ToolAnnotations } from './core/tool-annotations.js';
 export {
   DEFAULT_LEASE_MS,

@@ -15,7 +15,7 @@ import type {
   LanguageModelV4StreamResult,
   LanguageModelV4Usage,
 } from '@ai-sdk/provider';
-import type { BudgetStatus } from '../core/engine.js';
+import type { BudgetStatus } from '../core/budget-status.js';
 
 /** The answer the client reads once a budget is spent. */
 export function budgetSpentText(budget: BudgetStatus): string {

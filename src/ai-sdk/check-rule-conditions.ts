@@ -7,7 +7,7 @@
  */
 import { asSchema, type ToolSet } from 'ai';
 import type { OrchestrationPlan } from '../core/compile.js';
-import { expressionProblemFor } from '../core/rules.js';
+import { expressionProblemFor } from '../core/rule-expressions.js';
 import { type TemplateIssue, TemplateIssueCode } from '../core/template-issues.js';
 
 const checked = new WeakMap<OrchestrationPlan, WeakMap<object, readonly TemplateIssue[]>>();

@@ -15,8 +15,9 @@ import type {
   ToolSet,
   TypedToolCall,
 } from 'ai';
+import type { BudgetStatus } from '../core/budget-status.js';
 import type { OrchestrationSource } from '../core/compile.js';
-import type { BudgetStatus, StepView } from '../core/engine.js';
+import type { StepView } from '../core/engine.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';

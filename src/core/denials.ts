@@ -1,8 +1,9 @@
 /**
  * Every refusal the decision core writes, each by one constructor, so a kind of denial says the
  * same thing wherever it is made (the transition, a turn, the gateway). The denials of rules on
- * calls (`rule`, `limit`, `approval-*`) are written where rules are judged (`call-rules.ts`); the
- * step's own (`denied`, `not-allowed`, `sequence`) and budgets where steps are (`engine.ts`).
+ * calls (`rule`, `limit`, `approval-*`) are written where rules are judged (`call-rules.ts`), the
+ * step's own (`denied`, `not-allowed`, `sequence`) where steps are (`engine.ts`), and a spent
+ * budget's in `budget-status.ts`.
  */
 import type { ToolDenial } from './events.js';
 import type { MessageRefusal, WaitEnd } from './transition-types.js';

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { compileOrchestration } from './compile.js';
-import { addTokenUsage, allowedTools, handleMessage, normalizeUsage, recordToolUse, selectStep } from './engine.js';
+import { allowedTools, handleMessage, recordToolUse, selectStep } from './engine.js';
 import type { OrchestrationEvent } from './events.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
 import { createState, isSameNewSession, type OrchestrationState } from './state.js';
+import { addTokenUsage, normalizeUsage } from './token-usage.js';
 import { explain, transition } from './transition.js';
 
 const msg = (text: string, id?: string) => latestUserMessage([{ role: 'user', content: text, ...(id ? { id } : {}) }]);

@@ -3,11 +3,17 @@
  * `(plan, state, input) -> {state, events}`: no I/O, no clock. The stateful classes in
  * `orchestration/` only load a state, call these, store the result and dispatch events.
  */
-import { type CompiledStep, type OrchestrationPlan, positionTools } from './compile.js';
+import type { OrchestrationPlan } from './compile.js';
+import { type CompiledStep, positionTools } from './compiled-step.js';
 import type { ConditionContext, MessageInfo } from './conditions.js';
 import { NO_EVENTS, type OrchestrationEvent, type ToolDenial } from './events.js';
-import { DEFAULT_HISTORY_LIMIT, type OrchestrationState, type TokenUsage } from './state.js';
+import { DEFAULT_HISTORY_LIMIT, type OrchestrationState } from './state.js';
 import { describeSelector } from './tool-annotations.js';
+
+// Budgets and token counting have files of their own; re-exported so that every import of them
+// from here keeps working (judgement.ts, transition.ts and transition-types.ts have some).
+export { type BudgetStatus, budgetDenial, budgetOf } from './budget-status.js';
+export { addTokenUsage, normalizeUsage, type TokenUsageInput } from './token-usage.js';
 
 /** A new state and what happened on the way. `state` is the input object when nothing changed. */
 export interface EngineResult {
@@ -333,42 +339,6 @@ export type SequenceView =
     }
   | undefined;
 
-/** A spent token budget. */
-export interface BudgetStatus {
-  /** `session`: the orchestration's budget; `step`: the active step's. */
-  readonly scope: 'session' | 'step';
-  readonly step: string | undefined;
-  readonly limit: number;
-  readonly used: number;
-}
-
-/** The spent token budget of the session or its active step, if one is spent. */
-export function budgetOf(plan: OrchestrationPlan, state: OrchestrationState): BudgetStatus | undefined {
-  if (!plan.hasBudgets) return undefined;
-  const total = state.cumulativeTokenUsage.totalTokens;
-  if (plan.tokenBudget !== undefined && total >= plan.tokenBudget) {
-    return { scope: 'session', step: undefined, limit: plan.tokenBudget, used: total };
-  }
-  const step = activeStepOf(plan, state);
-  if (step?.tokenBudget !== undefined) {
-    const used = state.stepTokens?.[step.name] ?? 0;
-    if (used >= step.tokenBudget) return { scope: 'step', step: step.name, limit: step.tokenBudget, used };
-  }
-  return undefined;
-}
-
-/** Why a call is refused while `budget` is spent (reason code `budget`). */
-export function budgetDenial(budget: BudgetStatus): ToolDenial {
-  const whose = budget.scope === 'session' ? 'this session' : `step "${budget.step}"`;
-  return {
-    code: 'budget',
-    scope: budget.scope,
-    limit: budget.limit,
-    used: budget.used,
-    message: `the token budget of ${whose} is spent (${budget.used} of ${budget.limit} tokens); answer without tools`,
-  };
-}
-
 /** Where the session stands: the active step, its sequence and the allowed tools. */
 export interface StepView {
   readonly activeStep: CompiledStep | undefined;
@@ -398,63 +368,5 @@ function sequenceOf(
     expected: completed ? undefined : step.sequence[index]!.tools,
     completed,
     blocked: !completed && allowed.length === 0,
-  };
-}
-
-/** Token usage as the seeds (`promptTokens`) or the AI SDK (`inputTokens`) report it. */
-export interface TokenUsageInput {
-  promptTokens?: number | undefined;
-  completionTokens?: number | undefined;
-  inputTokens?: number | undefined;
-  outputTokens?: number | undefined;
-  totalTokens?: number | undefined;
-}
-
-/** Normalizes a usage report: AI SDK names map to the seed's; a missing total is the sum. */
-export function normalizeUsage(usage: TokenUsageInput): TokenUsage {
-  const promptTokens = tokenCount(usage.promptTokens ?? usage.inputTokens);
-  const completionTokens = tokenCount(usage.completionTokens ?? usage.outputTokens);
-  const totalTokens =
-    usage.totalTokens === undefined ? addCounts(promptTokens, completionTokens) : tokenCount(usage.totalTokens);
-  return { promptTokens, completionTokens, totalTokens };
-}
-
-/**
- * A provider's reported count as a token count: a negative, NaN or missing value counts nothing
- * (it must never refund a budget), a fraction counts as the next whole token, and a count
- * saturates at the largest safe integer (the stores accept only non-negative safe integers).
- */
-function tokenCount(value: number | undefined): number {
-  if (value === undefined || !(value > 0)) return 0;
-  return Math.min(Math.ceil(value), Number.MAX_SAFE_INTEGER);
-}
-
-/** `a + b`, saturating at the largest safe integer: a sum past it would make every later write refused. */
-function addCounts(a: number, b: number): number {
-  return Math.min(a + b, Number.MAX_SAFE_INTEGER);
-}
-
-/**
- * Adds one model call's token usage to the session: to its cumulative usage, and to the tokens
- * of the step active now (`stepTokens`), which step budgets are checked against. Every step is
- * counted, whether or not it has a budget, so that usage needs no template to be counted right:
- * the seed API's `addTokenUsage(sessionId, usage)` and the model loop's `usage` input are one
- * function.
- */
-export function addTokenUsage(state: OrchestrationState, usage: TokenUsage): OrchestrationState {
-  if (usage.promptTokens === 0 && usage.completionTokens === 0 && usage.totalTokens === 0) return state;
-  const c = state.cumulativeTokenUsage;
-  const step = state.activeStep;
-  return {
-    ...state,
-    cumulativeTokenUsage: {
-      promptTokens: addCounts(c.promptTokens, usage.promptTokens),
-      completionTokens: addCounts(c.completionTokens, usage.completionTokens),
-      totalTokens: addCounts(c.totalTokens, usage.totalTokens),
-    },
-    stepTokens:
-      step === undefined || usage.totalTokens === 0
-        ? state.stepTokens
-        : { ...state.stepTokens, [step]: addCounts(state.stepTokens?.[step] ?? 0, usage.totalTokens) },
   };
 }

@@ -13,7 +13,7 @@
  *
  * The answer is the plain walk's (a property test compares them).
  */
-import type { CompiledStep } from './compile.js';
+import type { CompiledStep } from './compiled-step.js';
 import {
   builtinConditionType,
   type ConditionContext,

@@ -9,7 +9,7 @@ import {
   type OrchestrationSource,
 } from '../core/compile.js';
 import type { ConditionRegistry, MessageInfo } from '../core/conditions.js';
-import { activeStepOf, type StepView, type TokenUsageInput } from '../core/engine.js';
+import { activeStepOf, type StepView } from '../core/engine.js';
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
@@ -24,6 +24,7 @@ import {
   type OrchestrationState,
   type TokenUsage,
 } from '../core/state.js';
+import type { TokenUsageInput } from '../core/token-usage.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {
   type Explanation,

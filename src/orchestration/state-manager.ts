@@ -2,7 +2,7 @@
  * The seed's `OrchestrationStateManager`: reads and changes one session's state through a
  * {@link SessionStore}, every change one atomic `update`.
  */
-import { addTokenUsage, appendBounded, changeStep, normalizeUsage, type TokenUsageInput } from '../core/engine.js';
+import { appendBounded, changeStep } from '../core/engine.js';
 import { InvalidArgumentError, SessionDeletedError } from '../core/errors.js';
 import { appendToLog, keepLogEntries } from '../core/session-log.js';
 import {
@@ -16,6 +16,7 @@ import {
   type TokenUsage,
   toAIState,
 } from '../core/state.js';
+import { addTokenUsage, normalizeUsage, type TokenUsageInput } from '../core/token-usage.js';
 import { countsKeptByReset } from '../core/transition.js';
 import { type EngineUpdate, ownedMemoryStore } from '../stores/memory.js';
 import { resolveStore, type StoreSpec } from '../stores/resolve-store.js';

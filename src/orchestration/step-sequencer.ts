@@ -3,7 +3,8 @@
  * a step object, not a whole config, so it does not run step selection; the
  * `OrchestrationManager` does that.
  */
-import { type CompiledStep, compileOrchestration, compileStep, type OrchestrationPlan } from '../core/compile.js';
+import { compileOrchestration, compileStep, type OrchestrationPlan } from '../core/compile.js';
+import type { CompiledStep } from '../core/compiled-step.js';
 import type { ConditionRegistry } from '../core/conditions.js';
 import type { OrchestrationStep } from '../core/schema.js';
 import { transition } from '../core/transition.js';

@@ -25,11 +25,11 @@
 import { createHash } from 'node:crypto';
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { duplicateCall } from '../core/denials.js';
-import { normalizeUsage, type TokenUsageInput } from '../core/engine.js';
 import { LeaseLostError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import { createState, type OrchestrationState } from '../core/state.js';
+import { normalizeUsage, type TokenUsageInput } from '../core/token-usage.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {
   DEFAULT_LEASE_MS,
