@@ -14,12 +14,14 @@
  * - an unanswered approval request (`approval-requested`) before the last user message: the
  *   user moved on, and the AI SDK drops it;
  * - an answered approval (`approval-responded`) for a tool of the agent: a denial anywhere (it
- *   is the call's result), an approval only in the last message, where the next turn runs the
- *   approved call (the AI SDK's human-in-the-loop flow; the orchestration still decides).
+ *   is the call's result), an approval only in the last step of the last message, where the next
+ *   turn runs the approved call (the AI SDK's human-in-the-loop flow; the orchestration still
+ *   decides).
  *
  * Refused: a call with no result (`input-available`), an approval request the history ends
- * without answering, an approval granted in an earlier message (its call never ran), any
- * approval part for a tool the agent does not have, and a tool part in a user message.
+ * without answering, an approval granted in an earlier message or an earlier step of the last
+ * one (its call never ran), any approval part for a tool the agent does not have, and a tool
+ * part in a user message.
  *
  * A granted approval makes the server run a call the client names, with the input the client
  * sends, so it is accepted only as this server issued it: signed (the AI SDK's
@@ -86,6 +88,7 @@ export function checkHistory(
     if (message.role === 'user') lastUser = index;
   });
   const last = messages.length - 1;
+  const lastStep = lastStepStart(messages[last]);
   const grants: Grant[] = [];
   let key: number | undefined;
   let scope: ToolApprovalScope | undefined | null = null;
@@ -121,10 +124,17 @@ export function checkHistory(
         case 'approval-responded': {
           const granted = part.approval as { approved?: unknown; id?: unknown; signature?: unknown } | undefined;
           if (granted?.approved !== true) break;
-          if (m !== last) {
+          // The AI SDK runs only the approvals of the model messages' last one: the last step of
+          // the last message. Anywhere else, the turn would fail once started ("Tool result is
+          // missing"), with the call neither run nor denied.
+          if (m !== last || p < lastStep) {
+            const where =
+              m !== last
+                ? 'in an earlier message'
+                : `in an earlier step of its message (a later one starts at body.messages[${m}].parts[${lastStep}])`;
             throw refusal(
               '.state',
-              `${call} was approved in an earlier message but never ran; an approval can only be answered in the last message`,
+              `${call} was approved ${where} but never ran; an approval can only be answered in the last step of the last message, where the AI SDK runs it`,
             );
           }
           if (typeof part.toolCallId !== 'string' || typeof granted.id !== 'string') break; // the AI SDK's validation says what is wrong
@@ -206,6 +216,19 @@ export function checkGrantsUsable(
       );
     }
   }
+}
+
+/**
+ * The parts that start a model step in an assistant message, as the AI SDK's
+ * `convertToModelMessages` splits it: each step becomes model messages of its own.
+ */
+const STEP_STARTS: ReadonlySet<string> = new Set(['step-start', 'steering-message']);
+
+/** The index of the part that starts the last step of `message`, or -1 when it has one step only. */
+function lastStepStart(message: LooseMessage | undefined): number {
+  const parts = message?.parts ?? [];
+  for (let p = parts.length - 1; p >= 0; p--) if (STEP_STARTS.has(parts[p]!.type)) return p;
+  return -1;
 }
 
 /** True when a tool part other than `part` has `id` as its call id (`toolCallId`) or approval id (`approval`). */
