@@ -124,10 +124,11 @@ export type TransitionInput =
   | { readonly type: 'turn-ended'; readonly awaitingApproval?: boolean | undefined }
   /**
    * An event a shell decided without the store (a model step decided on the turn's last stored
-   * state, a call the model loop refused before any hook), sent with the next write so that the
-   * session's event log keeps it in its place. Changes nothing and emits nothing: the shell
-   * dispatched it already. With `turnId`, a refusal (`tool-rejected`) is recorded for the turn's
-   * replays, which get it back instead of deciding the call again.
+   * state, a call the model loop refused), sent with the next write so that the session's event
+   * log keeps it in its place. Emits nothing: the shell dispatched it already. A refusal
+   * (`tool-rejected`) counts the call as decided, as `approval-denied` does (its id is seen, an
+   * approval kept for it is dropped), so it cannot come back approved; with `turnId` it is also
+   * recorded for the turn's replays, which get it back instead of deciding the call again.
    */
   | { readonly type: 'observed'; readonly event: OrchestrationEvent; readonly turnId?: string | undefined };
 

@@ -880,8 +880,54 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
     expect(replayed.state).toBe(observed); // nothing reserved, nothing recorded twice
     // Observed again (a replay that reported it anyway): still one record.
     expect(run(observed, [{ type: 'observed', event: refusal, turnId: turn }]).state).toBe(observed);
-    // Without a turn id an observed event changes nothing.
-    expect(run(state, [{ type: 'observed', event: refusal }]).state).toBe(state);
+    // Without a turn id nothing is recorded for replays, but the call counts as decided, as
+    // with one: the approval request the AI SDK signed for it cannot come back approved.
+    const untracked = run(state, [{ type: 'observed', event: refusal }]).state;
+    expect(untracked.replay).toBeUndefined();
+    expect(untracked.toolCallIds).toEqual(['r1']);
+    expect(observed.toolCallIds).toEqual(['r1']);
+    // Any other observed event changes nothing.
+    const offered = {
+      type: 'tools-offered' as const,
+      sessionId: 's',
+      step: state.activeStep,
+      tools: [],
+      toolChoice: 'auto' as const,
+    };
+    expect(run(state, [{ type: 'observed', event: offered }]).state).toBe(state);
+  });
+});
+
+describe('transition: a call the shell refused (observed)', () => {
+  const context: TransitionContext = { now: 0, message: m1, leaseMs: 1_000 };
+
+  it('drops the approval kept for a call the shell refused, and keeps no id no provider makes', () => {
+    const approvalPlan = compileOrchestration({
+      rules: [{ tools: ['reflect'], effect: 'approve', reason: 'Reflection needs a person' }],
+      steps: [{ name: 'Research', isDefault: true }],
+    });
+    const apply = (from: OrchestrationState, inputs: TransitionInput[]) =>
+      transitionAll(approvalPlan, from, inputs, context).state;
+    const asked = apply(createState('s', 0), [
+      { type: 'user-message' },
+      { type: 'approval-requested', tool: 'reflect', toolCallId: 'r1', argsDigest: 'd', rule: 'rules[0]' },
+    ]);
+    expect(asked.approvals).toMatchObject([{ id: 'r1' }]);
+    const rejected = (toolCallId: string) => ({
+      type: 'observed' as const,
+      event: {
+        type: 'tool-rejected' as const,
+        sessionId: 's',
+        tool: 'reflect',
+        toolCallId,
+        step: asked.activeStep,
+        allowedTools: [],
+        reason: { code: 'not-allowed' as const, message: 'not now', allowed: [] },
+      },
+    });
+    const refused = apply(asked, [rejected('r1'), rejected('x'.repeat(100_000))]);
+    expect(refused.approvals).toBeUndefined();
+    expect(refused.toolCallIds).toEqual(['r1']);
   });
 });
 
