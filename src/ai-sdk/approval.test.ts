@@ -81,6 +81,11 @@ describe('human approval of a sequence tool', () => {
     const [request] = prompts(first.result.content);
     expect(request?.toolCall.toolName).toBe('search');
     expect(first.orchestration.sequenceIncomplete()).toMatchObject({ index: 0, awaitingApproval: true });
+    // The session keeps what the person was asked (no rule: the tool's own needsApproval asked),
+    // so that only an approval it asked for counts.
+    expect((await manager.getStateManager().getState('s'))?.approvals).toEqual([
+      { id: 'search-1', tool: 'search', digest: expect.any(String), at: expect.any(String) },
+    ]);
 
     // The person approves: the approval comes back in the next call's messages.
     const approved: ModelMessage = {
@@ -94,6 +99,8 @@ describe('human approval of a sequence tool', () => {
     expect(events.filter((e) => e.type === 'tools-offered').length - offeredBefore).toBe(second.calls.length);
     expect(second.calls.map((c) => c.offered)).toEqual([['think'], ['search', 'think']]);
     expect(await manager.getState('s')).toMatchObject({ sequenceIndex: 2, recentlyUsedTools: ['search', 'think'] });
+    // Used: the approval is gone with the call that used it.
+    expect((await manager.getStateManager().getState('s'))?.approvals).toBeUndefined();
     expect(second.orchestration.sequenceIncomplete()).toBeUndefined();
     expect(events.filter((e) => e.type === 'tool-rejected')).toEqual([]);
   });
@@ -116,6 +123,7 @@ describe('human approval of a sequence tool', () => {
     expect(told).toContain('not now');
     expect(second.calls[0]?.offered).toEqual(['search']);
     expect(await manager.getState('s')).toMatchObject({ sequenceIndex: 0, recentlyUsedTools: [] });
+    expect((await manager.getStateManager().getState('s'))?.approvals).toBeUndefined();
     expect(second.orchestration.sequenceIncomplete()).toMatchObject({
       index: 0,
       expected: ['search'],

@@ -829,7 +829,11 @@ export function orchestrate<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runti
     const first = approvedInStep === 0;
     project(name, id, toolCall.input, resumed);
     if (status.type === 'user-approval') {
-      if (!resumed) awaitingApproval = true;
+      if (!resumed) {
+        awaitingApproval = true;
+        // Kept as a rule's request is: an approval counts only for a call the session asked about.
+        turn.approvalRequested(name, id, inputDigest(toolCall.input));
+      }
     } else if (
       first &&
       !resumed &&

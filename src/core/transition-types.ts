@@ -66,17 +66,21 @@ export type TransitionInput =
       readonly waited?: WaitEnd | undefined;
     }
   /**
-   * An `approve` rule asks a person to approve a call (the shell shows the request): the session
-   * keeps the approval it asked for, bound to the call id, the input's digest and the session as
-   * it stands now, and emits `approval-requested`.
+   * A person is asked to approve a call (the shell shows the request), by an `approve` rule or by
+   * the app's own policy: the session keeps the approval it asked for, bound to the call id, the
+   * input's digest and the session as it stands now, so that only an approval it asked for is
+   * answered, once. A rule's request also emits `approval-requested`.
    */
   | {
       readonly type: 'approval-requested';
       readonly tool: string;
       readonly toolCallId: string;
       readonly argsDigest: string;
-      /** The rule that asked (the `rule` of the `approval-required` refusal). */
-      readonly rule: string;
+      /**
+       * The rule that asked (the `rule` of the `approval-required` refusal); absent when the app's
+       * policy (`needsApproval`, `toolApproval`) asked, which only a rule's refusal answers.
+       */
+      readonly rule?: string | undefined;
     }
   /** A reserved call finished: it is committed (history, sequence, step selection) in reservation order. */
   | { readonly type: 'tool-completed'; readonly toolCallId: string }

@@ -898,6 +898,48 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
   });
 });
 
+describe('transition: approvals a person is asked for', () => {
+  const pay = (id: string, digest: string): TransitionInput => ({
+    type: 'tool-requested',
+    tool: 'pay',
+    toolCallId: id,
+    agentTools: tools,
+    args: { amount: 5 },
+    argsDigest: digest,
+    approved: true,
+  });
+
+  it("keeps the app's own request, without a rule or an event, and never lets it answer a rule", () => {
+    const s = session({
+      rules: [{ tools: ['pay'], effect: 'approve', reason: 'Payments need a person' }],
+      steps: [{ name: 'Pay', isDefault: true }],
+    });
+    s.run({ type: 'user-message' });
+    const asked = s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p1', argsDigest: 'd' });
+    expect(asked.events).toEqual([]);
+    expect(s.state.approvals).toEqual([{ id: 'p1', tool: 'pay', digest: 'd', at: expect.any(String) }]);
+    // The rule asks a person itself: the app's approval is not the rule's.
+    expect(s.run(pay('p1', 'd')).decision).toMatchObject({
+      allowed: false,
+      reason: { code: 'approval-invalid', message: 'Payments need a person: no approval was asked for call "p1"' },
+    });
+  });
+
+  it('drops an approval once its call is decided, refused as well as run', () => {
+    const s = session({
+      rules: [{ tools: ['pay'], effect: 'approve', reason: 'Payments need a person' }],
+      steps: [{ name: 'Pay', isDefault: true }],
+    });
+    s.run({ type: 'user-message' });
+    s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p1', argsDigest: 'd', rule: 'rules[0]' });
+    s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p2', argsDigest: 'd', rule: 'rules[0]' });
+    expect(s.run(pay('p1', 'other input')).decision).toMatchObject({ allowed: false });
+    expect(s.state.approvals?.map((approval) => approval.id)).toEqual(['p2']);
+    expect(s.run(pay('p2', 'd')).decision).toMatchObject({ allowed: true });
+    expect(s.state.approvals).toBeUndefined();
+  });
+});
+
 describe('transition: a call the shell refused (observed)', () => {
   const context: TransitionContext = { now: 0, message: m1, leaseMs: 1_000 };
 

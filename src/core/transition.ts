@@ -180,6 +180,8 @@ function apply(
     case 'approval-requested': {
       // Bound to the session as decisions judge it: the settled session.
       const asked = askApproval(current, input, fingerprint(settledView(plan, current, context).state));
+      // The app's own requests are the app's to report: the event names the rule that asked.
+      if (input.rule === undefined) return { state: asked };
       events.push({
         type: 'approval-requested',
         sessionId: state.sessionId,
@@ -305,7 +307,9 @@ function toolRequested(
   const decision = decideCall(plan, state, view, input, context, limits, isRecordedCallOf(state, input));
   // Not decided yet: the shell waits for the running calls it depends on, then asks again.
   if (!decision.allowed && decision.waitFor !== undefined) return { state, decision };
-  let current = rememberCallId(state, input.toolCallId);
+  // An approval is used once, by the call it was asked for, however it is decided: a refused
+  // call's approval must not outlive the id's place among the seen ones.
+  let current = spendApproval(rememberCallId(state, input.toolCallId), input.toolCallId);
   if (decision.allowed) {
     const call: PendingEntry = {
       kind: 'call',
@@ -314,8 +318,6 @@ function toolRequested(
       expiresAt: context.now + (context.leaseMs ?? DEFAULT_LEASE_MS),
     };
     if (limits.length > 0) call.limits = limits;
-    // An approval is used once: by the call it was asked for.
-    if (input.approved === true) current = spendApproval(current, input.toolCallId);
     // The head of the log carries the message in effect, for folding what follows it.
     if (current.pending === undefined && context.message !== undefined) {
       call.message = plan.pendingMessage(context.message);

@@ -547,11 +547,16 @@ export class Turn {
   }
 
   /**
-   * An `approve` rule asked for a person's approval of a call (the shell shows the request): the
-   * session keeps it, bound to the call, its input and the session now, with the next write.
+   * A person is asked to approve a call (the shell shows the request), by the `approve` rule
+   * `rule`, or by the app's own policy when `rule` is undefined: the session keeps it, bound to the
+   * call, its input and the session now, with the next write.
    */
-  approvalRequested(tool: string, toolCallId: string, argsDigest: string, rule: string): void {
-    this.#buffer.push({ type: 'approval-requested', tool, toolCallId, argsDigest, rule });
+  approvalRequested(tool: string, toolCallId: string, argsDigest: string, rule?: string): void {
+    this.#buffer.push(
+      rule === undefined
+        ? { type: 'approval-requested', tool, toolCallId, argsDigest }
+        : { type: 'approval-requested', tool, toolCallId, argsDigest, rule },
+    );
   }
 
   /**
