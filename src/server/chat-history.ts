@@ -28,10 +28,12 @@
  * `approval.signature`) under the secret of this agent, session and user message (the request's
  * latest, which the turn that asked answered too), for this approval id, call id, tool and input;
  * its call the only tool part with its id; and, on the session as it is before the turn
- * ({@link checkGrantsUsable}), a call the session has not seen yet, and that user message the one
- * the session last handled. A forged, altered, moved or replayed approval is refused, and nothing
- * runs.
+ * ({@link checkGrantsUsable}), a call the session has not decided yet, that user message the one
+ * the session last handled, and an approval the session asked a person for and has not used. A
+ * forged, altered, moved or replayed approval, or an automatic decision answered yes, is
+ * refused, and nothing runs.
  */
+import { inputDigest } from '../ai-sdk/input-digest.js';
 import type { SignedToolApproval, ToolApprovalScope } from '../ai-sdk/tool-approval-secret.js';
 import { latestUserMessage } from '../core/messages.js';
 import type { OrchestrationState } from '../core/state.js';
@@ -63,6 +65,8 @@ export interface Grant {
   at: string;
   toolCallId: string;
   toolName: string;
+  /** The digest of the call's input (`inputDigest`), as the session keeps an approval it asked for. */
+  digest: string;
 }
 
 /** What a checked history grants: its approvals, and the number of the key that signed them. */
@@ -178,7 +182,7 @@ export function checkHistory(
             );
           }
           key = signer;
-          grants.push({ at, toolCallId: part.toolCallId, toolName: name });
+          grants.push({ at, toolCallId: part.toolCallId, toolName: name, digest: inputDigest(part.input) });
           break;
         }
         default:
@@ -192,9 +196,12 @@ export function checkHistory(
 /**
  * Throws `invalid-history` for a grant the session cannot use, checked on the session as it is
  * before the turn (`state`; null when there is none): its call was already seen in this session
- * (an approval is used once), or the session's latest handled user message is not the
- * request's, so the approval answers a turn the session has moved on from (or the session was
- * deleted or expired since).
+ * (an approval is used once, and a refusal or a denial is final); the session's latest handled
+ * user message is not the request's, so the approval answers a turn the session has moved on
+ * from (or the session was deleted or expired since); or the session keeps no approval it asked
+ * a person for this call, tool and input. The AI SDK signs every approval request it issues,
+ * also the automatic ones of calls its approval hook decided without a person: the signature
+ * says this server issued the request, the session says a person was asked.
  */
 export function checkGrantsUsable(
   history: CheckedHistory,
@@ -213,6 +220,15 @@ export function checkGrantsUsable(
     if (state === null || answered === undefined || state.lastMessageKey !== answered) {
       throw refusal(
         `${call} was approved for a turn this session has moved on from (it has handled another message since, or was deleted); ask again`,
+      );
+    }
+    const id = callIdKey(grant.toolCallId);
+    const asked = state.approvals?.some(
+      (approval) => approval.id === id && approval.tool === grant.toolName && approval.digest === grant.digest,
+    );
+    if (asked !== true) {
+      throw refusal(
+        `${call} is approved, but this session did not ask a person to approve that call with that input, or that approval was used; only an approval request a person was shown can be answered`,
       );
     }
   }
