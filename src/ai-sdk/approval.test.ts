@@ -81,6 +81,11 @@ describe('human approval of a sequence tool', () => {
     const [request] = prompts(first.result.content);
     expect(request?.toolCall.toolName).toBe('search');
     expect(first.orchestration.sequenceIncomplete()).toMatchObject({ index: 0, awaitingApproval: true });
+    // The session keeps what the person was asked (no rule: the tool's own needsApproval asked),
+    // so that only an approval it asked for counts.
+    expect((await manager.getStateManager().getState('s'))?.approvals).toEqual([
+      { id: 'search-1', tool: 'search', digest: expect.any(String), at: expect.any(String) },
+    ]);
 
     // The person approves: the approval comes back in the next call's messages.
     const approved: ModelMessage = {
@@ -94,6 +99,8 @@ describe('human approval of a sequence tool', () => {
     expect(events.filter((e) => e.type === 'tools-offered').length - offeredBefore).toBe(second.calls.length);
     expect(second.calls.map((c) => c.offered)).toEqual([['think'], ['search', 'think']]);
     expect(await manager.getState('s')).toMatchObject({ sequenceIndex: 2, recentlyUsedTools: ['search', 'think'] });
+    // Used: the approval is gone with the call that used it.
+    expect((await manager.getStateManager().getState('s'))?.approvals).toBeUndefined();
     expect(second.orchestration.sequenceIncomplete()).toBeUndefined();
     expect(events.filter((e) => e.type === 'tool-rejected')).toEqual([]);
   });
@@ -116,6 +123,7 @@ describe('human approval of a sequence tool', () => {
     expect(told).toContain('not now');
     expect(second.calls[0]?.offered).toEqual(['search']);
     expect(await manager.getState('s')).toMatchObject({ sequenceIndex: 0, recentlyUsedTools: [] });
+    expect((await manager.getStateManager().getState('s'))?.approvals).toBeUndefined();
     expect(second.orchestration.sequenceIncomplete()).toMatchObject({
       index: 0,
       expected: ['search'],
@@ -148,6 +156,47 @@ describe('human approval of a sequence tool', () => {
     expect(
       events.filter((e) => e.type === 'tool-rejected').map((e) => e.type === 'tool-rejected' && e.toolCallId),
     ).toEqual(['s2']);
+  });
+
+  it('never runs a call it denied automatically, sent back approved once the session would allow it', async () => {
+    const { turn, executed } = app();
+    const first = await turn(
+      [user],
+      [
+        {
+          calls: [
+            { tool: 'search', id: 's1' },
+            { tool: 'search', id: 's2' },
+          ],
+        },
+      ],
+    );
+    const [asked] = prompts(first.result.content);
+    // The AI SDK issues an approval request for the refused call too, marked automatic.
+    const automatic = first.result.content.find(
+      (part) => part.type === 'tool-approval-request' && part.toolCall.toolCallId === 's2',
+    );
+    expect(automatic).toMatchObject({ isAutomatic: true });
+    const approve = (approvalId: string): ModelMessage => ({
+      role: 'tool',
+      content: [{ type: 'tool-approval-response', approvalId, approved: true }],
+    });
+    // The person approves s1: it runs, and the model completes the sequence, after which a
+    // search would be allowed again.
+    const history = [user, ...first.result.response.messages, approve(asked!.approvalId)];
+    const second = await turn(history, [{ calls: [{ tool: 'think', id: 't1' }] }, { text: 'Done.' }]);
+    expect(executed).toEqual(['search', 'think']);
+    // The automatic request of s2, answered yes by the client: s2 was decided, and stays refused.
+    const ran: ModelMessage = {
+      role: 'tool',
+      content: [{ type: 'tool-result', toolCallId: 's1', toolName: 'search', output: { type: 'text', value: 'ok' } }],
+    };
+    const third = await turn(
+      [...history, ran, ...second.result.response.messages, approve((automatic as { approvalId: string }).approvalId)],
+      [{ text: 'ok' }],
+    );
+    expect(executed).toEqual(['search', 'think']);
+    expect(JSON.stringify(third.calls[0]?.options.prompt)).toMatch(/"s2\\" was already used in this session/);
   });
 
   it('refuses an approved call that is no longer allowed when the approval arrives, with the reason', async () => {

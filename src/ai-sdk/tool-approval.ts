@@ -96,7 +96,11 @@ export function toolApprovalHook<TOOLS extends ToolSet, RUNTIME_CONTEXT extends 
     const first = hooks.approvedInStep === 0;
     hooks.project(name, id, toolCall.input, resumed);
     if (status.type === 'user-approval') {
-      if (!resumed) hooks.awaitingApproval = true;
+      if (!resumed) {
+        hooks.awaitingApproval = true;
+        // Kept as a rule's request is: an approval counts only for a call the session asked about.
+        hooks.turn.approvalRequested(name, id, inputDigest(toolCall.input));
+      }
     } else if (
       first &&
       !resumed &&

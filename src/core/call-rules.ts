@@ -234,7 +234,8 @@ function approvalProblem(state: OrchestrationState, tool: string, inputs: RuleIn
   if (inputs === undefined || !inputs.facts.approved) return 'none';
   const { toolCallId, argsDigest } = inputs.facts;
   const asked = state.approvals?.find((approval) => approval.id === toolCallId);
-  if (asked === undefined) return `no approval was asked for call "${toolCallId}"`;
+  // One the app's own policy asked for (no rule) is the app's: a rule asks a person itself.
+  if (asked?.rule === undefined) return `no approval was asked for call "${toolCallId}"`;
   if (asked.tool !== tool) return `the approval was asked for "${asked.tool}", not "${tool}"`;
   if (argsDigest === undefined || asked.digest !== argsDigest) {
     return 'the approval was given for other arguments';
@@ -328,24 +329,28 @@ export function resetStepCounts(
   return { ...after, counts: Object.keys(counts).length === 0 ? undefined : counts };
 }
 
-/** `state` with an approval asked for `toolCallId`, bound to its input and to the session (`at`, its {@link fingerprint}). */
+/**
+ * `state` with an approval asked for `toolCallId`, bound to its input and to the session (`at`,
+ * its {@link fingerprint}); `rule`: the `approve` rule that asked, absent when the app's policy did.
+ */
 export function askApproval(
   state: OrchestrationState,
-  approval: { toolCallId: string; tool: string; argsDigest: string; rule: string },
+  approval: { toolCallId: string; tool: string; argsDigest: string; rule?: string | undefined },
   at: string,
 ): OrchestrationState {
   const kept = (state.approvals ?? []).filter((asked) => asked.id !== approval.toolCallId);
-  kept.push({
+  const asked: NonNullable<OrchestrationState['approvals']>[number] = {
     id: approval.toolCallId,
     tool: approval.tool,
     digest: approval.argsDigest,
-    rule: approval.rule,
     at,
-  });
+  };
+  if (approval.rule !== undefined) asked.rule = approval.rule;
+  kept.push(asked);
   return { ...state, approvals: kept.slice(-APPROVALS_LIMIT) };
 }
 
-/** `state` without the approval of `toolCallId` (it was used). */
+/** `state` without the approval of `toolCallId` (its call was decided: run, refused or denied). */
 export function spendApproval(state: OrchestrationState, toolCallId: string): OrchestrationState {
   const approvals = state.approvals;
   if (approvals === undefined || !approvals.some((asked) => asked.id === toolCallId)) return state;

@@ -64,12 +64,13 @@ export interface OrchestrationState {
    */
   counts?: Record<string, { n: number; key?: string; at?: number[] }>;
   /**
-   * Approvals an `approve` rule asked a person for and that were not used yet (at most
+   * Approvals a person was asked for and that were not answered or used yet (at most
    * {@link APPROVALS_LIMIT}): the call id, its tool, a digest of its input (computed by the shell),
-   * the rule, and `at`, a fingerprint of the session when it was asked, so that an approval cannot
-   * be used for another call, other arguments, or after the session moved on.
+   * the `approve` rule that asked (absent when the app's own policy asked: `needsApproval`,
+   * `toolApproval`), and `at`, a fingerprint of the session when it was asked, so that an
+   * approval cannot be used for another call, other arguments, or after the session moved on.
    */
-  approvals?: { id: string; tool: string; digest: string; rule: string; at: string }[];
+  approvals?: { id: string; tool: string; digest: string; rule?: string; at: string }[];
   /**
    * How many tool uses the session committed, kept when its template has rules (only approvals
    * read it). Part of an approval's fingerprint: a history at its bound can look the same after
@@ -371,7 +372,7 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
       path,
       s,
       'approvals',
-      `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule, at })`,
+      `an array of at most ${APPROVALS_LIMIT} approvals ({ id, tool, digest, rule?, at })`,
     );
   }
   if (s.toolUses !== undefined && !isCount(s.toolUses)) failField(path, s, 'toolUses', 'a non-negative integer');
@@ -480,7 +481,7 @@ function isApproval(value: unknown): boolean {
     typeof a.id === 'string' &&
     typeof a.tool === 'string' &&
     typeof a.digest === 'string' &&
-    typeof a.rule === 'string' &&
+    (a.rule === undefined || typeof a.rule === 'string') &&
     typeof a.at === 'string'
   );
 }

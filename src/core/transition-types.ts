@@ -66,17 +66,21 @@ export type TransitionInput =
       readonly waited?: WaitEnd | undefined;
     }
   /**
-   * An `approve` rule asks a person to approve a call (the shell shows the request): the session
-   * keeps the approval it asked for, bound to the call id, the input's digest and the session as
-   * it stands now, and emits `approval-requested`.
+   * A person is asked to approve a call (the shell shows the request), by an `approve` rule or by
+   * the app's own policy: the session keeps the approval it asked for, bound to the call id, the
+   * input's digest and the session as it stands now, so that only an approval it asked for is
+   * answered, once. A rule's request also emits `approval-requested`.
    */
   | {
       readonly type: 'approval-requested';
       readonly tool: string;
       readonly toolCallId: string;
       readonly argsDigest: string;
-      /** The rule that asked (the `rule` of the `approval-required` refusal). */
-      readonly rule: string;
+      /**
+       * The rule that asked (the `rule` of the `approval-required` refusal); absent when the app's
+       * policy (`needsApproval`, `toolApproval`) asked, which only a rule's refusal answers.
+       */
+      readonly rule?: string | undefined;
     }
   /** A reserved call finished: it is committed (history, sequence, step selection) in reservation order. */
   | { readonly type: 'tool-completed'; readonly toolCallId: string }
@@ -124,10 +128,11 @@ export type TransitionInput =
   | { readonly type: 'turn-ended'; readonly awaitingApproval?: boolean | undefined }
   /**
    * An event a shell decided without the store (a model step decided on the turn's last stored
-   * state, a call the model loop refused before any hook), sent with the next write so that the
-   * session's event log keeps it in its place. Changes nothing and emits nothing: the shell
-   * dispatched it already. With `turnId`, a refusal (`tool-rejected`) is recorded for the turn's
-   * replays, which get it back instead of deciding the call again.
+   * state, a call the model loop refused), sent with the next write so that the session's event
+   * log keeps it in its place. Emits nothing: the shell dispatched it already. A refusal
+   * (`tool-rejected`) counts the call as decided, as `approval-denied` does (its id is seen, an
+   * approval kept for it is dropped), so it cannot come back approved; with `turnId` it is also
+   * recorded for the turn's replays, which get it back instead of deciding the call again.
    */
   | { readonly type: 'observed'; readonly event: OrchestrationEvent; readonly turnId?: string | undefined };
 

@@ -880,8 +880,96 @@ describe('transition: replays of a turn under a durable-execution engine (turnId
     expect(replayed.state).toBe(observed); // nothing reserved, nothing recorded twice
     // Observed again (a replay that reported it anyway): still one record.
     expect(run(observed, [{ type: 'observed', event: refusal, turnId: turn }]).state).toBe(observed);
-    // Without a turn id an observed event changes nothing.
-    expect(run(state, [{ type: 'observed', event: refusal }]).state).toBe(state);
+    // Without a turn id nothing is recorded for replays, but the call counts as decided, as
+    // with one: the approval request the AI SDK signed for it cannot come back approved.
+    const untracked = run(state, [{ type: 'observed', event: refusal }]).state;
+    expect(untracked.replay).toBeUndefined();
+    expect(untracked.toolCallIds).toEqual(['r1']);
+    expect(observed.toolCallIds).toEqual(['r1']);
+    // Any other observed event changes nothing.
+    const offered = {
+      type: 'tools-offered' as const,
+      sessionId: 's',
+      step: state.activeStep,
+      tools: [],
+      toolChoice: 'auto' as const,
+    };
+    expect(run(state, [{ type: 'observed', event: offered }]).state).toBe(state);
+  });
+});
+
+describe('transition: approvals a person is asked for', () => {
+  const pay = (id: string, digest: string): TransitionInput => ({
+    type: 'tool-requested',
+    tool: 'pay',
+    toolCallId: id,
+    agentTools: tools,
+    args: { amount: 5 },
+    argsDigest: digest,
+    approved: true,
+  });
+
+  it("keeps the app's own request, without a rule or an event, and never lets it answer a rule", () => {
+    const s = session({
+      rules: [{ tools: ['pay'], effect: 'approve', reason: 'Payments need a person' }],
+      steps: [{ name: 'Pay', isDefault: true }],
+    });
+    s.run({ type: 'user-message' });
+    const asked = s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p1', argsDigest: 'd' });
+    expect(asked.events).toEqual([]);
+    expect(s.state.approvals).toEqual([{ id: 'p1', tool: 'pay', digest: 'd', at: expect.any(String) }]);
+    // The rule asks a person itself: the app's approval is not the rule's.
+    expect(s.run(pay('p1', 'd')).decision).toMatchObject({
+      allowed: false,
+      reason: { code: 'approval-invalid', message: 'Payments need a person: no approval was asked for call "p1"' },
+    });
+  });
+
+  it('drops an approval once its call is decided, refused as well as run', () => {
+    const s = session({
+      rules: [{ tools: ['pay'], effect: 'approve', reason: 'Payments need a person' }],
+      steps: [{ name: 'Pay', isDefault: true }],
+    });
+    s.run({ type: 'user-message' });
+    s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p1', argsDigest: 'd', rule: 'rules[0]' });
+    s.run({ type: 'approval-requested', tool: 'pay', toolCallId: 'p2', argsDigest: 'd', rule: 'rules[0]' });
+    expect(s.run(pay('p1', 'other input')).decision).toMatchObject({ allowed: false });
+    expect(s.state.approvals?.map((approval) => approval.id)).toEqual(['p2']);
+    expect(s.run(pay('p2', 'd')).decision).toMatchObject({ allowed: true });
+    expect(s.state.approvals).toBeUndefined();
+  });
+});
+
+describe('transition: a call the shell refused (observed)', () => {
+  const context: TransitionContext = { now: 0, message: m1, leaseMs: 1_000 };
+
+  it('drops the approval kept for a call the shell refused, and keeps no id no provider makes', () => {
+    const approvalPlan = compileOrchestration({
+      rules: [{ tools: ['reflect'], effect: 'approve', reason: 'Reflection needs a person' }],
+      steps: [{ name: 'Research', isDefault: true }],
+    });
+    const apply = (from: OrchestrationState, inputs: TransitionInput[]) =>
+      transitionAll(approvalPlan, from, inputs, context).state;
+    const asked = apply(createState('s', 0), [
+      { type: 'user-message' },
+      { type: 'approval-requested', tool: 'reflect', toolCallId: 'r1', argsDigest: 'd', rule: 'rules[0]' },
+    ]);
+    expect(asked.approvals).toMatchObject([{ id: 'r1' }]);
+    const rejected = (toolCallId: string) => ({
+      type: 'observed' as const,
+      event: {
+        type: 'tool-rejected' as const,
+        sessionId: 's',
+        tool: 'reflect',
+        toolCallId,
+        step: asked.activeStep,
+        allowedTools: [],
+        reason: { code: 'not-allowed' as const, message: 'not now', allowed: [] },
+      },
+    });
+    const refused = apply(asked, [rejected('r1'), rejected('x'.repeat(100_000))]);
+    expect(refused.approvals).toBeUndefined();
+    expect(refused.toolCallIds).toEqual(['r1']);
   });
 });
 

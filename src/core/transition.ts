@@ -176,12 +176,12 @@ function apply(
     }
     case 'approval-denied':
       // No decision and no event: the shell answered the model with the person's denial itself.
-      // An id no provider makes is no call that could be approved later: not kept (see the bound).
-      if (input.toolCallId.length > MAX_DENIED_CALL_ID_LENGTH) return { state: current };
-      return { state: spendApproval(rememberCallId(current, input.toolCallId), input.toolCallId) };
+      return { state: decidedElsewhere(current, input.toolCallId) };
     case 'approval-requested': {
       // Bound to the session as decisions judge it: the settled session.
       const asked = askApproval(current, input, fingerprint(settledView(plan, current, context).state));
+      // The app's own requests are the app's to report: the event names the rule that asked.
+      if (input.rule === undefined) return { state: asked };
       events.push({
         type: 'approval-requested',
         sessionId: state.sessionId,
@@ -205,14 +205,17 @@ function apply(
     }
     case 'observed': {
       const event = input.event;
-      if (input.turnId === undefined || event.type !== 'tool-rejected' || event.toolCallId === undefined) {
-        return { state: current };
-      }
+      if (event.type !== 'tool-rejected' || event.toolCallId === undefined) return { state: current };
+      // A call the shell refused is decided, as one refused here is: the AI SDK hands the client
+      // a signed approval request for a call its approval hook denied, and that call must not come
+      // back approved to be decided again on a session that has moved on.
+      const decided = decidedElsewhere(current, event.toolCallId);
+      if (input.turnId === undefined) return { state: decided };
       if (replayRecord(current, input.turnId).calls.some((call) => call.id === event.toolCallId))
-        return { state: current };
+        return { state: decided };
       const { tool, toolCallId, reason, allowedTools } = event;
       const decision: ToolDecision = { type: 'tool', tool, toolCallId, allowed: false, reason, allowedTools };
-      return { state: recordCall(current, input.turnId, decision) };
+      return { state: recordCall(decided, input.turnId, decision) };
     }
     case 'turn-ended': {
       const incomplete = incompleteSequence(plan, current, input.awaitingApproval === true, context);
@@ -220,6 +223,17 @@ function apply(
       return { state: current };
     }
   }
+}
+
+/**
+ * `state` with call `toolCallId`, which the shell decided not to run (a person's denial, a refusal
+ * of the model loop's approval hook), counted as decided: its id is seen, so an approval of it
+ * sent later is refused, and the approval kept for it is dropped. An id no provider makes is no
+ * call that could be approved later: not kept (see the bound).
+ */
+function decidedElsewhere(state: OrchestrationState, toolCallId: string): OrchestrationState {
+  if (toolCallId.length > MAX_DENIED_CALL_ID_LENGTH) return state;
+  return spendApproval(rememberCallId(state, toolCallId), toolCallId);
 }
 
 /** A user message: refused, or handled now, or queued behind the running calls. */
@@ -293,7 +307,9 @@ function toolRequested(
   const decision = decideCall(plan, state, view, input, context, limits, isRecordedCallOf(state, input));
   // Not decided yet: the shell waits for the running calls it depends on, then asks again.
   if (!decision.allowed && decision.waitFor !== undefined) return { state, decision };
-  let current = rememberCallId(state, input.toolCallId);
+  // An approval is used once, by the call it was asked for, however it is decided: a refused
+  // call's approval must not outlive the id's place among the seen ones.
+  let current = spendApproval(rememberCallId(state, input.toolCallId), input.toolCallId);
   if (decision.allowed) {
     const call: PendingEntry = {
       kind: 'call',
@@ -302,8 +318,6 @@ function toolRequested(
       expiresAt: context.now + (context.leaseMs ?? DEFAULT_LEASE_MS),
     };
     if (limits.length > 0) call.limits = limits;
-    // An approval is used once: by the call it was asked for.
-    if (input.approved === true) current = spendApproval(current, input.toolCallId);
     // The head of the log carries the message in effect, for folding what follows it.
     if (current.pending === undefined && context.message !== undefined) {
       call.message = plan.pendingMessage(context.message);

@@ -380,14 +380,16 @@ export class Turn {
   /**
    * Reports an event decided without the store (a model step decided locally, a call the model
    * loop refused itself): dispatched now, and, when the manager keeps event logs, sent with the
-   * next write so the session's log has it in its place.
+   * next write so the session's log has it in its place. A refusal is always sent: the session
+   * counts its call as decided.
    */
   observe(event: OrchestrationEvent): void {
     this.#manager.emit(event);
     const turnId = this.#turnId;
-    // Under a durable engine a refusal is written even without an event log: it is recorded for
-    // the turn's replays, which get it back instead of deciding the call again.
-    if (this.#manager.eventLog > 0 || (turnId !== undefined && event.type === 'tool-rejected')) {
+    // A refusal is written even without an event log: the AI SDK signs the approval request of a
+    // call its approval hook denied, and only a session that knows the call was decided refuses
+    // it sent back approved. Under a durable engine it is also recorded for the turn's replays.
+    if (this.#manager.eventLog > 0 || event.type === 'tool-rejected') {
       this.#buffer.push(turnId === undefined ? { type: 'observed', event } : { type: 'observed', event, turnId });
     }
   }
@@ -545,11 +547,16 @@ export class Turn {
   }
 
   /**
-   * An `approve` rule asked for a person's approval of a call (the shell shows the request): the
-   * session keeps it, bound to the call, its input and the session now, with the next write.
+   * A person is asked to approve a call (the shell shows the request), by the `approve` rule
+   * `rule`, or by the app's own policy when `rule` is undefined: the session keeps it, bound to the
+   * call, its input and the session now, with the next write.
    */
-  approvalRequested(tool: string, toolCallId: string, argsDigest: string, rule: string): void {
-    this.#buffer.push({ type: 'approval-requested', tool, toolCallId, argsDigest, rule });
+  approvalRequested(tool: string, toolCallId: string, argsDigest: string, rule?: string): void {
+    this.#buffer.push(
+      rule === undefined
+        ? { type: 'approval-requested', tool, toolCallId, argsDigest }
+        : { type: 'approval-requested', tool, toolCallId, argsDigest, rule },
+    );
   }
 
   /**

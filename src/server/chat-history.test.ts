@@ -73,6 +73,20 @@ describe('a history a turn cannot continue from', () => {
       'body.messages[1].parts[0].state',
     ],
     [
+      'an approval granted in an earlier step of the last message (the AI SDK would not run it)',
+      [
+        userMessage(RESEARCH),
+        assistant(
+          { type: 'step-start' },
+          toolPart('search', 'approval-responded', { approval: { id: 'a1', approved: true } }),
+          { type: 'step-start' },
+          { type: 'text', text: 'Searching.' },
+        ),
+      ],
+      'invalid-history',
+      'body.messages[1].parts[1].state',
+    ],
+    [
       'a tool part in a user message',
       [{ ...userMessage(RESEARCH), parts: [{ type: 'text', text: RESEARCH }, done('search')] }],
       'invalid-history',

@@ -14,22 +14,26 @@
  * - an unanswered approval request (`approval-requested`) before the last user message: the
  *   user moved on, and the AI SDK drops it;
  * - an answered approval (`approval-responded`) for a tool of the agent: a denial anywhere (it
- *   is the call's result), an approval only in the last message, where the next turn runs the
- *   approved call (the AI SDK's human-in-the-loop flow; the orchestration still decides).
+ *   is the call's result), an approval only in the last step of the last message, where the next
+ *   turn runs the approved call (the AI SDK's human-in-the-loop flow; the orchestration still
+ *   decides).
  *
  * Refused: a call with no result (`input-available`), an approval request the history ends
- * without answering, an approval granted in an earlier message (its call never ran), any
- * approval part for a tool the agent does not have, and a tool part in a user message.
+ * without answering, an approval granted in an earlier message or an earlier step of the last
+ * one (its call never ran), any approval part for a tool the agent does not have, and a tool
+ * part in a user message.
  *
  * A granted approval makes the server run a call the client names, with the input the client
  * sends, so it is accepted only as this server issued it: signed (the AI SDK's
  * `approval.signature`) under the secret of this agent, session and user message (the request's
  * latest, which the turn that asked answered too), for this approval id, call id, tool and input;
  * its call the only tool part with its id; and, on the session as it is before the turn
- * ({@link checkGrantsUsable}), a call the session has not seen yet, and that user message the one
- * the session last handled. A forged, altered, moved or replayed approval is refused, and nothing
- * runs.
+ * ({@link checkGrantsUsable}), a call the session has not decided yet, that user message the one
+ * the session last handled, and an approval the session asked a person for and has not used. A
+ * forged, altered, moved or replayed approval, or an automatic decision answered yes, is
+ * refused, and nothing runs.
  */
+import { inputDigest } from '../ai-sdk/input-digest.js';
 import type { SignedToolApproval, ToolApprovalScope } from '../ai-sdk/tool-approval-secret.js';
 import { latestUserMessage } from '../core/messages.js';
 import type { OrchestrationState } from '../core/state.js';
@@ -61,6 +65,8 @@ export interface Grant {
   at: string;
   toolCallId: string;
   toolName: string;
+  /** The digest of the call's input (`inputDigest`), as the session keeps an approval it asked for. */
+  digest: string;
 }
 
 /** What a checked history grants: its approvals, and the number of the key that signed them. */
@@ -86,6 +92,7 @@ export function checkHistory(
     if (message.role === 'user') lastUser = index;
   });
   const last = messages.length - 1;
+  const lastStep = lastStepStart(messages[last]);
   const grants: Grant[] = [];
   let key: number | undefined;
   let scope: ToolApprovalScope | undefined | null = null;
@@ -121,10 +128,17 @@ export function checkHistory(
         case 'approval-responded': {
           const granted = part.approval as { approved?: unknown; id?: unknown; signature?: unknown } | undefined;
           if (granted?.approved !== true) break;
-          if (m !== last) {
+          // The AI SDK runs only the approvals of the model messages' last one: the last step of
+          // the last message. Anywhere else, the turn would fail once started ("Tool result is
+          // missing"), with the call neither run nor denied.
+          if (m !== last || p < lastStep) {
+            const where =
+              m !== last
+                ? 'in an earlier message'
+                : `in an earlier step of its message (a later one starts at body.messages[${m}].parts[${lastStep}])`;
             throw refusal(
               '.state',
-              `${call} was approved in an earlier message but never ran; an approval can only be answered in the last message`,
+              `${call} was approved ${where} but never ran; an approval can only be answered in the last step of the last message, where the AI SDK runs it`,
             );
           }
           if (typeof part.toolCallId !== 'string' || typeof granted.id !== 'string') break; // the AI SDK's validation says what is wrong
@@ -168,7 +182,7 @@ export function checkHistory(
             );
           }
           key = signer;
-          grants.push({ at, toolCallId: part.toolCallId, toolName: name });
+          grants.push({ at, toolCallId: part.toolCallId, toolName: name, digest: inputDigest(part.input) });
           break;
         }
         default:
@@ -182,9 +196,12 @@ export function checkHistory(
 /**
  * Throws `invalid-history` for a grant the session cannot use, checked on the session as it is
  * before the turn (`state`; null when there is none): its call was already seen in this session
- * (an approval is used once), or the session's latest handled user message is not the
- * request's, so the approval answers a turn the session has moved on from (or the session was
- * deleted or expired since).
+ * (an approval is used once, and a refusal or a denial is final); the session's latest handled
+ * user message is not the request's, so the approval answers a turn the session has moved on
+ * from (or the session was deleted or expired since); or the session keeps no approval it asked
+ * a person for this call, tool and input. The AI SDK signs every approval request it issues,
+ * also the automatic ones of calls its approval hook decided without a person: the signature
+ * says this server issued the request, the session says a person was asked.
  */
 export function checkGrantsUsable(
   history: CheckedHistory,
@@ -205,7 +222,29 @@ export function checkGrantsUsable(
         `${call} was approved for a turn this session has moved on from (it has handled another message since, or was deleted); ask again`,
       );
     }
+    const id = callIdKey(grant.toolCallId);
+    const asked = state.approvals?.some(
+      (approval) => approval.id === id && approval.tool === grant.toolName && approval.digest === grant.digest,
+    );
+    if (asked !== true) {
+      throw refusal(
+        `${call} is approved, but this session did not ask a person to approve that call with that input, or that approval was used; only an approval request a person was shown can be answered`,
+      );
+    }
   }
+}
+
+/**
+ * The parts that start a model step in an assistant message, as the AI SDK's
+ * `convertToModelMessages` splits it: each step becomes model messages of its own.
+ */
+const STEP_STARTS: ReadonlySet<string> = new Set(['step-start', 'steering-message']);
+
+/** The index of the part that starts the last step of `message`, or -1 when it has one step only. */
+function lastStepStart(message: LooseMessage | undefined): number {
+  const parts = message?.parts ?? [];
+  for (let p = parts.length - 1; p >= 0; p--) if (STEP_STARTS.has(parts[p]!.type)) return p;
+  return -1;
 }
 
 /** True when a tool part other than `part` has `id` as its call id (`toolCallId`) or approval id (`approval`). */
