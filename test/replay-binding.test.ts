@@ -16,7 +16,8 @@ import { compileOrchestration } from '../src/core/compile.js';
 import type { OrchestrationEvent } from '../src/core/events.js';
 import { latestUserMessage } from '../src/core/messages.js';
 import type { OrchestrationConfig } from '../src/core/schema.js';
-import { assertState, createState, type OrchestrationState } from '../src/core/state.js';
+import { createState, type OrchestrationState } from '../src/core/state.js';
+import { assertState } from '../src/core/state-check.js';
 import {
   decideToolCall,
   type ToolDecision,

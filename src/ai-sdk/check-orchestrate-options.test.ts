@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { OrchestrationConfig } from '../core/schema.js';
-import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
+import { MAX_SESSION_ID_LENGTH } from '../core/state-check.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { orchestrateOptionSchemas, quickOptionChecks } from './check-orchestrate-options.js';
 import { orchestrate } from './orchestrate.js';

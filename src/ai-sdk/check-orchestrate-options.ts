@@ -17,7 +17,7 @@ import {
   throwOnErrors,
   toolsSchema,
 } from '../core/option-issues.js';
-import { MAX_SESSION_ID_LENGTH } from '../core/state.js';
+import { MAX_SESSION_ID_LENGTH } from '../core/state-check.js';
 import { TemplateConfigError, type TemplateIssue } from '../core/template-issues.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import { misspeltOrchestrationIssues } from '../core/validate-template.js';

@@ -11,7 +11,7 @@ import { compileOrchestration } from '../core/compile.js';
 import type { OrchestrationEvent, ToolDenial } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import type { AgentTemplate } from '../core/schema.js';
-import { describeType } from '../core/state.js';
+import { describeType } from '../core/state-check.js';
 import { didYouMean } from '../core/template-issues.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { memoryStore } from '../stores/memory.js';

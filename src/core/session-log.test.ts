@@ -14,7 +14,8 @@ import {
   sessionLogProblem,
   stateAtEntry,
 } from './session-log.js';
-import { assertState, createState, type OrchestrationState } from './state.js';
+import { createState, type OrchestrationState } from './state.js';
+import { assertState } from './state-check.js';
 
 const tool = fc.constantFrom('search', 'think', 'reflect', 'write');
 

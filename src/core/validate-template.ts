@@ -20,7 +20,7 @@ import {
   ruleSchema,
   stepConditionSchema,
 } from './schema.js';
-import { describeType } from './state.js';
+import { describeType } from './state-check.js';
 import {
   TemplateIssueCode as Code,
   didYouMean,

@@ -19,11 +19,11 @@ import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '.
 import {
   type AIOrchestrationState,
   createState,
-  describeType,
   isSameNewSession,
   type OrchestrationState,
   type TokenUsage,
 } from '../core/state.js';
+import { describeType } from '../core/state-check.js';
 import type { TokenUsageInput } from '../core/token-usage.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import {

@@ -7,15 +7,14 @@ import { InvalidArgumentError, SessionDeletedError } from '../core/errors.js';
 import { appendToLog, keepLogEntries } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
-  assertSessionId,
   createState,
   DEFAULT_HISTORY_LIMIT,
   DEFAULT_SESSION_TTL_MS,
-  describeType,
   type OrchestrationState,
   type TokenUsage,
   toAIState,
 } from '../core/state.js';
+import { assertSessionId, describeType } from '../core/state-check.js';
 import { addTokenUsage, normalizeUsage, type TokenUsageInput } from '../core/token-usage.js';
 import { countsKeptByReset } from '../core/transition.js';
 import { type EngineUpdate, ownedMemoryStore } from '../stores/memory.js';

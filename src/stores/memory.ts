@@ -5,7 +5,8 @@
 import { InvalidArgumentError, StoreClosedError } from '../core/errors.js';
 import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertSessionId, assertState, type OrchestrationState } from '../core/state.js';
+import type { OrchestrationState } from '../core/state.js';
+import { assertSessionId, assertState } from '../core/state-check.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 
 /** Options of {@link memoryStore}. */

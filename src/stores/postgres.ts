@@ -21,7 +21,8 @@ import {
 } from '../core/errors.js';
 import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
+import type { OrchestrationState } from '../core/state.js';
+import { assertState, assertTextSessionId } from '../core/state-check.js';
 import { loadOptionalDependency } from './optional-dependency.js';
 import { createSessionLanes } from './session-lanes.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';

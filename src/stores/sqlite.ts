@@ -19,7 +19,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BatonError, InvalidArgumentError, StoreClosedError, StoreUnavailableError } from '../core/errors.js';
 import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
 import { assertLogEntry, logEntriesOf, type SessionLogEntry } from '../core/session-log.js';
-import { assertState, assertTextSessionId, type OrchestrationState } from '../core/state.js';
+import type { OrchestrationState } from '../core/state.js';
+import { assertState, assertTextSessionId } from '../core/state-check.js';
 import { loadNodeSqlite } from './optional-dependency.js';
 import type { SessionStore, StateUpdater, StoreOptions } from './types.js';
 

@@ -44,7 +44,8 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { BatonError, type BatonErrorOptions, InvalidArgumentError } from '../core/errors.js';
-import { assertState, DEFAULT_SESSION_TTL_MS, describeType, type OrchestrationState } from '../core/state.js';
+import { DEFAULT_SESSION_TTL_MS, type OrchestrationState } from '../core/state.js';
+import { assertState, describeType } from '../core/state-check.js';
 
 /** Why a state token was rejected; `StateTokenError.reason` is one of these. */
 export const StateTokenErrorReason = {
