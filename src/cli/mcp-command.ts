@@ -77,7 +77,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(eventLogOption('decisions kept per session for GET /api/sessions/:id/events (0: none)'))
     .addOption(
       leaseOption(
-        "how long a running call's reservation lasts without renewal (renewed while the upstream runs; default 120000)",
+        "how long a running call's reservation lasts without renewal (renewed while the upstream runs; default 15000)",
       ),
     )
     .addOption(

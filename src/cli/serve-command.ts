@@ -95,7 +95,7 @@ export function serveCommand(context: CliContext): Command {
     )
     .addOption(
       leaseOption(
-        "how long a running tool call's reservation lasts without renewal (its process renews it while the call runs; default 120000)",
+        "how long a running tool call's reservation lasts without renewal (its process renews it while the call runs; default 15000)",
       ),
     )
     .addOption(

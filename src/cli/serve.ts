@@ -75,7 +75,7 @@ export interface ServeOptions {
   maxQueuedTurns?: number | undefined;
   /** Decisions kept per session for timelines (the manager's `eventLog`; default {@link DEFAULT_EVENT_LOG}). */
   eventLog?: number | undefined;
-  /** Lease of a reserved tool call in ms (`createApp`'s `leaseMs`; default 120,000). */
+  /** Lease of a reserved tool call in ms (`createApp`'s `leaseMs`; default 15,000). */
   leaseMs?: number | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;

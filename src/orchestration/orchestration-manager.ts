@@ -80,8 +80,10 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
   /** Use an existing state manager instead of creating one (its store and limits win). */
   stateManager?: OrchestrationStateManager;
   /**
-   * How long a reserved tool call may run before its reservation is released (default
-   * 120,000 ms), so a process that died mid-call cannot block a session for longer.
+   * How long a reserved tool call keeps its place without being renewed (default 15,000 ms). The
+   * process running a call renews it every quarter of the lease (a `Turn` does so by itself), so
+   * this bounds how long a process that died mid-call blocks the call's session, not how long a
+   * tool may run. Keep `waitMs` above it.
    */
   leaseMs?: number;
   /**

@@ -56,7 +56,7 @@ export interface CreateAppOptions {
   eventLog?: number;
   /**
    * How long a reserved tool call keeps its place without being renewed, in milliseconds
-   * (default 120,000), when no manager is given. A running call's process renews it every quarter
+   * (default 15,000), when no manager is given. A running call's process renews it every quarter
    * of the lease, so this bounds how long a dead process can hold a call's place, not how long a
    * tool may run.
    */
