@@ -92,10 +92,10 @@ describe('a call ending whose write failed in a store outage', () => {
     expect(errors.every(StoreUnavailableError.isInstance)).toBe(true);
 
     control.down = false;
-    // The retry waits at most a second apart by now: written within that, with nothing else of
-    // the turn writing.
-    const tookMs = await within(1_500, async () => (await inner.get(sessionId))?.pending === undefined);
-    expect(tookMs).toBeLessThan(1_200);
+    // The retries are at most a second apart by now: written within that (and some slack for a
+    // loaded machine), with nothing else of the turn writing; the renewal would take 15 s.
+    const tookMs = await within(2_500, async () => (await inner.get(sessionId))?.pending === undefined);
+    expect(tookMs).toBeLessThan(2_000);
     expect(await inner.get(sessionId)).toMatchObject({ recentlyUsedTools: ['pay'], activeStep: 'Done' });
     expect(turn.dirty).toBe(false);
     // Written: the retries stop.
