@@ -4,91 +4,28 @@
  * an outage must fail fast with StoreUnavailableError, the store must recover by itself, and
  * every acknowledged write must survive.
  */
-import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../src/core/errors.js';
 import { createState, type OrchestrationState } from '../src/core/state.js';
 import { postgresStore } from '../src/stores/postgres.js';
 import type { SessionStore } from '../src/stores/types.js';
-import { freePort } from './helpers/free-port.js';
+import {
+  createPostgresServer,
+  findPostgresBinaries,
+  type PostgresServer,
+  postgresProcesses,
+  removePostgresServer,
+  startPostgres,
+  stopPostgresImmediately,
+} from './helpers/postgres-server.js';
 
-const exec = promisify(execFile);
 const MAX_CALL_MS = 5_000;
 
-function findBinaries(): string | undefined {
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root)
-    .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
-    .sort((a, b) => Number(b) - Number(a));
-  return versions[0] === undefined ? undefined : join(root, versions[0], 'bin');
-}
-
-const bin = findBinaries();
+const bin = findPostgresBinaries();
 if (bin === undefined) {
   const reason = 'no PostgreSQL server binaries (initdb) under /usr/lib/postgresql';
   if (process.env.BATON_REQUIRE_SERVICES === '1') throw new Error(`BATON_REQUIRE_SERVICES=1 but ${reason}`);
   console.warn(`SKIPPING postgres fault tests: ${reason}; set BATON_REQUIRE_SERVICES=1 to make this a failure`);
-}
-
-/** Runs a server binary as the `postgres` OS user when we are root (initdb and postgres refuse root). */
-async function asPostgres(command: string, args: string[]): Promise<string> {
-  const asRoot = process.getuid?.() === 0;
-  const [file, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
-  const { stdout } = await exec(file, argv, { timeout: 60_000 });
-  return stdout;
-}
-
-interface Server {
-  dir: string;
-  data: string;
-  port: number;
-  url: string;
-}
-
-async function createServer(binDir: string): Promise<Server> {
-  const dir = await mkdtemp(join(tmpdir(), 'baton-pg-faults-'));
-  if (process.getuid?.() === 0) {
-    const uid = Number((await exec('id', ['-u', 'postgres'])).stdout.trim());
-    const gid = Number((await exec('id', ['-g', 'postgres'])).stdout.trim());
-    await chown(dir, uid, gid);
-  }
-  const data = join(dir, 'data');
-  await asPostgres(join(binDir, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
-  const port = await freePort();
-  return { dir, data, port, url: `postgres://postgres@127.0.0.1:${port}/postgres` };
-}
-
-async function start(binDir: string, server: Server) {
-  const options = `-p ${server.port} -k ${server.dir} -c listen_addresses=127.0.0.1 -c max_connections=40`;
-  await asPostgres(join(binDir, 'pg_ctl'), [
-    '-D',
-    server.data,
-    '-l',
-    join(server.dir, 'server.log'),
-    '-o',
-    options,
-    '-w',
-    '-t',
-    '30',
-    'start',
-  ]);
-}
-
-async function stopImmediately(binDir: string, server: Server) {
-  await asPostgres(join(binDir, 'pg_ctl'), ['-D', server.data, '-m', 'immediate', '-w', 'stop']);
-}
-
-/** The server's processes: the postmaster (first line of postmaster.pid) and its children. */
-async function serverProcesses(server: Server): Promise<number[]> {
-  const postmaster = Number((await readFile(join(server.data, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-  const { stdout } = await exec('ps', ['-o', 'pid=', '--ppid', String(postmaster)]);
-  return [postmaster, ...stdout.split('\n').filter(Boolean).map(Number)];
 }
 
 interface CallRecord {
@@ -120,14 +57,13 @@ function expectUnavailable(records: CallRecord[]) {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(bin === undefined)('postgresStore through server outages', () => {
-  const binDir = bin ?? '';
-  let server: Server | undefined;
+  let server: PostgresServer | undefined;
   let store: SessionStore | undefined;
   let stopped: number[] = [];
 
   beforeAll(async () => {
-    server = await createServer(binDir);
-    await start(binDir, server);
+    server = await createPostgresServer(bin ?? '');
+    await startPostgres(server);
   });
 
   afterAll(async () => {
@@ -139,9 +75,7 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
       }
     }
     await store?.close().catch(() => undefined);
-    if (server === undefined) return;
-    await stopImmediately(binDir, server).catch(() => undefined);
-    await rm(server.dir, { recursive: true, force: true });
+    if (server !== undefined) await removePostgresServer(server);
   });
 
   it('fails fast while the server is down or frozen, recovers, and keeps every acknowledged write', async () => {
@@ -192,7 +126,7 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
 
     // 1. Killed: no process answers; connections are refused.
     phase = 'down';
-    await stopImmediately(binDir, running);
+    await stopPostgresImmediately(running);
     await sleep(1_500);
     const duringDown = await Promise.all([
       timed(() => active.get('s0')),
@@ -203,7 +137,7 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
     expect(duringDown.every((r) => !r.ok)).toBe(true);
     expectUnavailable(duringDown);
 
-    await start(binDir, running);
+    await startPostgres(running);
     phase = 'after';
     await sleep(1_500);
     const afterRestart = okByPhase.after;
@@ -211,7 +145,7 @@ describe.skipIf(bin === undefined)('postgresStore through server outages', () =>
 
     // 2. Frozen: sockets stay open but nothing answers; only timeouts can end the calls.
     phase = 'frozen';
-    stopped = await serverProcesses(running);
+    stopped = await postgresProcesses(running);
     for (const pid of stopped) process.kill(pid, 'SIGSTOP');
     // Long enough for calls already sent to hit the client-side query timeout, not only for
     // new ones to time out waiting for a connection.

@@ -4,11 +4,10 @@
  * with an fsync-always append-only file no acknowledged write is lost), and a three-node
  * Redis Cluster running the whole conformance suite.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../src/core/errors.js';
@@ -18,13 +17,10 @@ import { redisSessionKey, redisStore } from '../src/stores/redis.js';
 import type { SessionStore } from '../src/stores/types.js';
 import { testStore } from '../src/testing/test-store.js';
 import { freePort } from './helpers/free-port.js';
+import { redisServerRuns, startRedisServer, stopProcess as stop } from './helpers/redis-server.js';
 import { serviceAvailable } from './helpers/services.js';
 
-const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
-
-const skip = await serviceAvailable('redis', async () => {
-  await promisify(execFile)(REDIS_SERVER, ['--version']);
-});
+const skip = await serviceAvailable('redis', redisServerRuns);
 
 const children = new Set<ChildProcess>();
 const directories: string[] = [];
@@ -40,38 +36,12 @@ async function temporaryDirectory(): Promise<string> {
   return dir;
 }
 
-/** Starts redis-server in the foreground on `port` and resolves once it answers PING. */
-async function startServer(port: number, dir: string, extra: string[] = []): Promise<ChildProcess> {
-  const child = spawn(
-    REDIS_SERVER,
-    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', ...extra],
-    { stdio: 'ignore' },
-  );
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with ${child.exitCode}`);
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      await probe.ping(); // fails with LOADING while the append-only file is replayed
-      return child;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await pause(50);
-    } finally {
-      probe.disconnect();
-    }
-  }
-}
-
-async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill(signal);
-  await exited;
+/** Starts redis-server on `port` (stopped after the file) and resolves once it answers PING. */
+function startServer(port: number, dir: string, extra: string[] = []): Promise<ChildProcess> {
+  return startRedisServer(port, dir, extra, (child) => {
+    children.add(child);
+    child.once('exit', () => children.delete(child));
+  });
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

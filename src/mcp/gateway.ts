@@ -679,8 +679,8 @@ export class GatewaySession {
     try {
       state = await turn.flush();
     } catch (error) {
-      // The call already ran: its result still goes to the client; the turn keeps the write
-      // for the next one and the lease bounds it.
+      // The call already ran: its result still goes to the client. The turn keeps the write
+      // and, when the store is only down, writes it again by itself as soon as it answers.
       this.gateway.reportError(error);
       return;
     }

@@ -81,9 +81,10 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
   /** Use an existing state manager instead of creating one (its store and limits win). */
   stateManager?: OrchestrationStateManager;
   /**
-   * How long a reserved tool call's reservation lasts without renewal (default 15,000 ms). The
-   * process that runs the call renews it every quarter, so only a process that died mid-call
-   * loses it, and cannot block the session for longer.
+   * How long a reserved tool call keeps its place without being renewed (default 15,000 ms). The
+   * process running a call renews it every quarter of the lease (a `Turn` does so by itself), so
+   * this bounds how long a process that died mid-call blocks the call's session, not how long a
+   * tool may run. Keep `waitMs` above it.
    */
   leaseMs?: number;
   /**

@@ -12,7 +12,11 @@
  *   offered may be stale by another turn's writes, but what runs is decided by the store
  *   (templates with token budgets write at every step instead, so spending is seen at once).
  *
- * A buffered completion is written at the latest when the turn ends. While a reserved call runs,
+ * A buffered completion is written at the latest when the turn ends. A call's ending whose write
+ * failed because the store did not answer is written again by the turn itself, from 25 ms later
+ * backing off to a second apart, until it is stored: once the store answers again, it is written
+ * within about a second, not only with the turn's next write or lease renewal (while the call's
+ * stale reservation held later turns back). While a reserved call runs,
  * and until its completion is written, the turn renews its lease (every quarter of the lease), so a
  * slow tool or a slow model step never loses its place; only a process that died stops renewing,
  * and then the lease ends and the call is released: the record of a call that ran can be lost
@@ -25,7 +29,7 @@
 import { createHash } from 'node:crypto';
 import type { OrchestrationPlan, OrchestrationSource } from '../core/compile.js';
 import { duplicateCall } from '../core/denials.js';
-import { LeaseLostError } from '../core/errors.js';
+import { LeaseLostError, StoreConflictError, StoreUnavailableError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
 import { createState, type OrchestrationState } from '../core/state.js';
@@ -175,6 +179,12 @@ export class Turn {
   #renewing: Promise<void> | undefined;
   /** The session as read ahead of the first model step (see {@link readAhead}), until used. */
   #ahead: Promise<OrchestrationState | null> | undefined;
+  /** Writes of this turn under way: a retry waits for them (see {@link #retryEndings}). */
+  #writing = 0;
+  /** The next try of call endings whose write failed in an outage, while one is due. */
+  #retry: ReturnType<typeof setTimeout> | undefined;
+  /** How long the next retry waits: doubles from {@link FIRST_RETRY_MS} up to {@link LAST_RETRY_MS}. */
+  #retryMs = FIRST_RETRY_MS;
 
   constructor(options: TurnOptions) {
     this.#manager = options.manager;
@@ -664,9 +674,11 @@ export class Turn {
     const buffered = this.#buffer;
     this.#buffer = [];
     const batch = buffered.length === 0 ? inputs : [...buffered, ...inputs];
-    // Nothing was written when it fails: the buffered inputs wait for the next write.
+    // Nothing was written when it fails: the buffered inputs wait for the next write, and call
+    // endings among them are tried again on their own when the store was only down.
     const keep = (error: unknown): never => {
       this.#buffer = [...buffered, ...this.#buffer];
+      this.#retryEndings(error);
       throw error;
     };
     // What the turn already applied of the buffer, for the store to start from (see #memo).
@@ -691,12 +703,67 @@ export class Turn {
     } catch (error) {
       return keep(error);
     }
-    if (applied instanceof Promise) return applied.then((result) => this.#written(batch, result), keep);
-    return this.#written(batch, applied);
+    if (!(applied instanceof Promise)) return this.#written(batch, applied);
+    this.#writing++;
+    return applied.then(
+      (result) => {
+        this.#writing--;
+        return this.#written(batch, result);
+      },
+      (error: unknown) => {
+        this.#writing--;
+        return keep(error);
+      },
+    );
+  }
+
+  /**
+   * After a write failed with `error`: when the store was only down (or busy) and the buffer holds
+   * call endings, tries writing them again after a pause that grows from {@link FIRST_RETRY_MS}
+   * to {@link LAST_RETRY_MS}. Their reservations meanwhile hold the session's later calls and
+   * messages back, for as long as the lease, if nothing else of the turn writes. A failed retry
+   * goes to `onError` and schedules the next; a successful write of the turn stops them.
+   */
+  #retryEndings(error: unknown): void {
+    if (this.#retry !== undefined || !this.#holdsEndings()) return;
+    // A deleted session, a closed store: trying again cannot help.
+    if (!StoreUnavailableError.isInstance(error) && !StoreConflictError.isInstance(error)) return;
+    const pause = this.#retryMs;
+    this.#retryMs = Math.min(LAST_RETRY_MS, pause * 2);
+    // Between half the pause and all of it, so turns that failed together do not all try at
+    // the same instant when the store comes back.
+    this.#retry = setTimeout(() => this.#retryNow(), pause / 2 + (Math.random() * pause) / 2);
+    // Never keeps a process alive that has nothing else to do: the lease bounds what is lost.
+    this.#retry.unref?.();
+  }
+
+  #retryNow(): void {
+    this.#retry = undefined;
+    if (!this.#holdsEndings()) return;
+    if (this.#writing > 0) {
+      // A write under way fails (and schedules the retry) or stores what it carried; one that
+      // started before the ending was buffered leaves it behind, so look again then.
+      this.#retry = setTimeout(() => this.#retryNow(), this.#retryMs);
+      this.#retry.unref?.();
+      return;
+    }
+    this.flush().catch((error: unknown) => this.#onError(error));
+  }
+
+  /** True when the buffer holds a completion, failure or abandon of a call. */
+  #holdsEndings(): boolean {
+    return this.#buffer.some(
+      (input) => input.type === 'tool-completed' || input.type === 'tool-failed' || input.type === 'tool-abandoned',
+    );
   }
 
   #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
     this.#wrote = true;
+    this.#retryMs = FIRST_RETRY_MS;
+    if (this.#retry !== undefined && !this.#holdsEndings()) {
+      clearTimeout(this.#retry);
+      this.#retry = undefined;
+    }
     if (this.#unhold !== undefined && this.#buffer.length === 0) {
       this.#unhold();
       this.#unhold = undefined;
@@ -785,6 +852,19 @@ export class Turn {
     return this.#manager.transitionContext(messageOf(this.#messages), this.#ruleContext);
   }
 }
+
+/**
+ * First pause before a call ending whose write failed in an outage is tried again: short, as a
+ * store that restarts (or a connection that is re-established) answers again within a few tens
+ * of milliseconds to seconds.
+ */
+const FIRST_RETRY_MS = 25;
+/**
+ * Longest pause between two tries: once the store answers again, the ending is written within
+ * about this long, far within the lease, while an outage costs the store one failed write a
+ * second per turn that holds endings (and `onError` one report).
+ */
+const LAST_RETRY_MS = 1_000;
 
 const USER_MESSAGE: TransitionInput = Object.freeze({ type: 'user-message' });
 const NO_DECISIONS: readonly (TransitionDecision | undefined)[] = Object.freeze([]);
