@@ -14,7 +14,9 @@
  *   (nothing allowed is lost), with the same active step and sequence position.
  *
  * It runs on all four stores; on the durable ones, the turns alternate between two store
- * instances, as two processes would (separate caches and queues, racing compare-and-set). The
+ * instances, as two processes would (separate caches and queues, racing compare-and-set). Once as
+ * the raw transition answers (a request that depends on a running call is logged as not
+ * decided), once with such requests waiting for the calls they depend on, as turns do. The
  * managers also keep an event log, which must read as one story (verifyEventLog).
  */
 import { randomUUID } from 'node:crypto';
@@ -38,22 +40,25 @@ const REDIS_URL = 'redis://127.0.0.1:6379';
 const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const RUN = randomUUID().slice(0, 8);
 
-async function runCase(c: Case, managers: readonly OrchestrationManager[]): Promise<void> {
+async function runCase(c: Case, managers: readonly OrchestrationManager[], wait = false): Promise<void> {
   const sessionId = `prop-${randomUUID()}`;
   const log = await playTurns(
     c,
     c.turns.map((_, i) => i),
     (turn) => managers[turn % managers.length]!,
     sessionId,
+    undefined,
+    undefined,
+    wait,
   );
   const store = await managers[0]!.getStateManager().store();
   const events = managers[0]!.eventLog > 0 ? await store.readLog?.(sessionId) : undefined;
   verifyCase(c, log, await managers[0]!.getStateManager().getState(sessionId), events);
 }
 
-const property = (managers: () => readonly OrchestrationManager[], numRuns: number) =>
+const property = (managers: () => readonly OrchestrationManager[], numRuns: number, wait = false) =>
   fc.assert(
-    fc.asyncProperty(caseArb, (c) => runCase(c, managers())),
+    fc.asyncProperty(caseArb, (c) => runCase(c, managers(), wait)),
     { numRuns },
   );
 
@@ -63,6 +68,18 @@ describe('concurrent turns on one session: executions equal a serial run of rese
     const manager = createOrchestrationManager({ store: memoryStore(), eventLog: 1000 });
     await property(() => [manager], 300);
     await manager.close();
+  }, 120_000);
+
+  it('memory store, requests that wait for the running calls they depend on', async () => {
+    const manager = createOrchestrationManager({ store: memoryStore(), eventLog: 1000 });
+    await property(() => [manager], 200, true);
+    await manager.close();
+  }, 120_000);
+
+  it('two managers on one memory store, requests that wait (one wakes the other by polling)', async () => {
+    const store = memoryStore();
+    const managers = [createOrchestrationManager({ store }), createOrchestrationManager({ store })];
+    await property(() => managers, 60, true);
   }, 120_000);
 
   describe('sqlite store (two instances on one file)', () => {
@@ -89,6 +106,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
         const stores: SessionStore[] = [redisStore({ url: REDIS_URL, prefix }), redisStore({ url: REDIS_URL, prefix })];
         const managers = stores.map((store) => createOrchestrationManager({ store, eventLog: 1000 }));
         await property(() => managers, 40);
+        await property(() => managers, 15, true);
         for (const store of stores) await store.close();
       },
       180_000,
@@ -114,6 +132,7 @@ describe('concurrent turns on one session: executions equal a serial run of rese
         ];
         const managers = stores.map((store) => createOrchestrationManager({ store, eventLog: 1000 }));
         await property(() => managers, 25);
+        await property(() => managers, 10, true);
         for (const store of stores) await store.close();
       },
       180_000,

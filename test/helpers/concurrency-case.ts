@@ -11,7 +11,7 @@ import type { ChatMessage } from '../../src/core/messages.js';
 import type { OrchestrationConfig } from '../../src/core/schema.js';
 import type { OrchestrationState } from '../../src/core/state.js';
 import type { ToolDecision, TransitionInput } from '../../src/core/transition.js';
-import { messageOf, type OrchestrationManager } from '../../src/orchestration/orchestration-manager.js';
+import { messageOf, type OrchestrationManager, waitsOf } from '../../src/orchestration/orchestration-manager.js';
 import { messageTextArb, orchestrationConfigArb, TOOL_POOL, UNKNOWN_TOOLS } from '../../src/testing/arbitraries.js';
 
 /** One tool call a turn's model makes. */
@@ -90,7 +90,8 @@ export function conversations(texts: readonly string[]): ChatMessage[][] {
 
 /**
  * Plays the turns `turnIndexes` of `c` at once on `sessionId` through `managerFor(turn)`,
- * logging every update with the version it left. `pause(n)` runs before each request and
+ * logging every update with the version it left (with `wait`, a request whose answer depends on
+ * a running call waits for it, as a turn's does, and only its final answer is logged). `pause(n)` runs before each request and
  * before each call finishes (default: n event-loop turns). `onApplied` sees every state an
  * update left, with the message of the turn that made it.
  */
@@ -101,6 +102,8 @@ export async function playTurns(
   sessionId: string,
   pause: (n: number) => Promise<void> = yieldTurns,
   onApplied?: (state: OrchestrationState, message: MessageInfo | undefined) => void,
+  /** A request that depends on a running call waits for it and asks again (else it is logged as refused). */
+  wait = false,
 ): Promise<Logged[]> {
   const plan = compileOrchestration(c.config);
   const convs = conversations(c.texts);
@@ -118,10 +121,22 @@ export async function playTurns(
       log.push({ kind: 'message', turn: t, version: begun.state.version, changed: begun.changed });
       for (const [k, call] of turn.calls.entries()) {
         await pause(call.before);
-        const requested = await apply([
-          { type: 'tool-requested', tool: call.tool, toolCallId: call.id, agentTools: c.agentTools },
-        ]);
-        const decision = requested.decisions[0] as ToolDecision;
+        const input: TransitionInput = {
+          type: 'tool-requested',
+          tool: call.tool,
+          toolCallId: call.id,
+          agentTools: c.agentTools,
+        };
+        let requested = await apply([input]);
+        let decision = requested.decisions[0] as ToolDecision;
+        // As a Turn does: a request that depends on a running call waits for it, then asks again.
+        while (wait && !decision.allowed && decision.waitFor !== undefined) {
+          const manager = managerFor(t);
+          const now = Date.now();
+          await waitsOf(manager).wait(sessionId, decision.waitFor, now + 10_000, now);
+          requested = await apply([input]);
+          decision = requested.decisions[0] as ToolDecision;
+        }
         log.push({
           kind: 'request',
           turn: t,
