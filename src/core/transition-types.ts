@@ -40,31 +40,7 @@ export type TransitionInput =
       readonly toolChoice: 'auto' | 'none' | 'required';
     }
   /** The model asked to run a tool: decides, and reserves the call when it is allowed (a {@link ToolDecision}). */
-  | {
-      readonly type: 'tool-requested';
-      readonly tool: string;
-      readonly toolCallId: string;
-      readonly agentTools: readonly string[];
-      /** The tools the model was shown for the step that produced the call, when known. */
-      readonly offered?: readonly string[] | undefined;
-      /** The call's input, for rules on calls (`args` in their conditions). */
-      readonly args?: unknown;
-      /** A digest of the input (computed by the shell), which an approval is bound to. */
-      readonly argsDigest?: string | undefined;
-      /** The call comes with a person's approval (an approved call resumed from the history). */
-      readonly approved?: boolean | undefined;
-      /**
-       * A turn under a durable-execution engine: the decision is recorded for turn `turnId`, and a
-       * request of a call this turn already decided gets the recorded decision back (`replayed`).
-       */
-      readonly turnId?: string | undefined;
-      /**
-       * The shell waited for this call's running dependencies as long as it may, and asks for the
-       * final answer: a request that still depends on a running call is refused as `pending`
-       * with this cause (see {@link ToolDecision}`.waitFor`).
-       */
-      readonly waited?: WaitEnd | undefined;
-    }
+  | ({ readonly type: 'tool-requested' } & ToolCallRequest)
   /**
    * A person is asked to approve a call (the shell shows the request), by an `approve` rule or by
    * the app's own policy: the session keeps the approval it asked for, bound to the call id, the
@@ -299,15 +275,22 @@ export interface ToolCallRequest {
   readonly agentTools: readonly string[];
   /** The tools the model was shown for the step that produced the call, when known. */
   readonly offered?: readonly string[] | undefined;
-  /** The call's input, for rules on calls. */
+  /** The call's input, for rules on calls (`args` in their conditions). */
   readonly args?: unknown;
-  /** A digest of the input, which an approval is bound to. */
+  /** A digest of the input (computed by the shell), which an approval is bound to. */
   readonly argsDigest?: string | undefined;
-  /** The call comes with a person's approval. */
+  /** The call comes with a person's approval (an approved call resumed from the history). */
   readonly approved?: boolean | undefined;
-  /** A turn under a durable-execution engine: a call it already decided gets that decision back. */
+  /**
+   * A turn under a durable-execution engine: the decision is recorded for turn `turnId`, and a
+   * request of a call this turn already decided gets the recorded decision back (`replayed`).
+   */
   readonly turnId?: string | undefined;
-  /** The shell stopped waiting for the calls the answer depends on: refuse rather than wait. */
+  /**
+   * The shell waited for this call's running dependencies as long as it may, and asks for the
+   * final answer: a request that still depends on a running call is refused as `pending` with
+   * this cause (see {@link ToolDecision}`.waitFor`).
+   */
   readonly waited?: WaitEnd | undefined;
 }
 
