@@ -155,15 +155,25 @@ export function judgeRules(
           : { code: 'approval-invalid', rule: rule.id, message: `${rule.reason}: ${problem}` };
     }
   } catch (error) {
-    // Fail closed: a rule that cannot be evaluated refuses the call, and says why.
+    // Fail closed: a rule that cannot be evaluated refuses the call, and says why. One that reads
+    // a fact that is unknown, or that no call has set, says which fact.
     const rule = current!;
-    const why = error instanceof Error ? error.message.split('\n')[0]!.trim() : String(error);
+    const fact = error instanceof UnknownFactError ? error.fact : absentFactOf(rule, state);
+    const why =
+      error instanceof UnknownFactError
+        ? error.message
+        : fact !== undefined
+          ? `it reads fact "${fact}", which no completed call has set`
+          : error instanceof Error
+            ? error.message.split('\n')[0]!.trim()
+            : String(error);
     denial = {
       code: 'rule',
       rule: rule.id,
       effect: rule.effect ?? 'limit',
       message: unevaluatedRuleMessage(rule.id, why),
       evaluationError: why,
+      ...(fact === undefined ? {} : { fact }),
     };
   }
   if (denial !== undefined) waitFor = undefined;
@@ -225,8 +235,34 @@ function holds(rule: CompiledRule, judging: Judging): boolean | undefined {
     judging.conditional.push(rule);
     return undefined;
   }
+  const facts = rule.reads.facts;
+  if (facts.length > 0 && judging.state.facts !== undefined) {
+    // An unknown fact is never read: what it would say cannot be known (fail closed).
+    const names = facts === 'all' ? Object.keys(judging.state.facts) : facts;
+    for (const name of names) {
+      const fact = judging.state.facts[name];
+      if (fact !== undefined && 'unknown' in fact) throw new UnknownFactError(name, fact.unknown);
+    }
+  }
   judging.variables ??= judging.inputs.variables(judging.tool, judging.state);
   return rule.holds(judging.variables);
+}
+
+/** A rule reads a fact that is unknown: the call is refused, naming the fact. */
+class UnknownFactError extends Error {
+  constructor(
+    readonly fact: string,
+    why: string,
+  ) {
+    super(`it reads fact "${fact}", which is unknown (${why})`);
+  }
+}
+
+/** A fact `rule` names that the session has not set (the likely cause of its evaluation error). */
+function absentFactOf(rule: CompiledRule, state: OrchestrationState): string | undefined {
+  const facts = rule.reads.facts;
+  if (facts === 'all') return undefined;
+  return facts.find((name) => state.facts?.[name] === undefined);
 }
 
 /** Why the call's approval does not count: `none` when it has none, else what is wrong; undefined when valid. */

@@ -6,6 +6,7 @@
  * problems of another; rules and conditions are checked by their own modules.
  */
 import { checkCondition, implies, type StepInfo } from './check-condition.js';
+import { checkFactsOrLabels } from './check-facts.js';
 import { checkRules } from './check-rules.js';
 import type { ConditionRegistry } from './conditions.js';
 import { type IssueList, isObject, isString, type Path, type Raw } from './issue-list.js';
@@ -88,6 +89,8 @@ export function checkOrchestration(
   const defaultName = isString(config.defaultStep) ? config.defaultStep : defaults[0]?.name;
 
   checkRules(config.rules, [...base, 'rules'], toolSet, agentTools, issues, annotations);
+  checkFactsOrLabels(config.facts, [...base, 'facts'], 'fact', issues, annotations);
+  checkFactsOrLabels(config.labels, [...base, 'labels'], 'label', issues, annotations);
   for (const s of steps) checkRules(s.raw.rules, stepPath(s, 'rules'), toolSet, agentTools, issues, annotations);
 
   for (const s of steps) {

@@ -6,6 +6,7 @@
  */
 import { buildStep, type CompiledStep, type MessageConditions, sameList } from './compiled-step.js';
 import { type ConditionRegistry, defaultConditionRegistry, type MessageInfo } from './conditions.js';
+import { type CompiledFact, type CompiledLabel, compileFacts, compileLabels } from './facts.js';
 import { type CompiledRule, compileRules } from './rules.js';
 import type { OrchestrationConfig, OrchestrationStep, StepCondition } from './schema.js';
 import type { PendingMessage } from './state.js';
@@ -39,6 +40,10 @@ export interface OrchestrationPlan {
   readonly hasBudgets: boolean;
   /** True when some condition reads the user message. */
   readonly readsMessages: boolean;
+  /** Facts completed calls' results set (SPEC section 11). */
+  readonly facts: readonly CompiledFact[];
+  /** Labels completed calls' results raise (SPEC section 11). */
+  readonly labels: readonly CompiledLabel[];
   /** Rules on calls that apply in every step. */
   readonly rules: readonly CompiledRule[];
   /** True when the config or a step has rules on calls. */
@@ -140,6 +145,8 @@ const ORCHESTRATION_KEYS = new Set([
   'shadow',
   'budget',
   'rules',
+  'facts',
+  'labels',
   'unlistedTools',
   'steps',
 ]);
@@ -190,6 +197,8 @@ function buildPlan(
   let lastKeptFor: MessageInfo | undefined;
   let lastKept: PendingMessage | undefined;
   const rules = compileRules(config.rules, undefined, annotations);
+  const facts = compileFacts(config.facts, annotations);
+  const labels = compileLabels(config.labels, annotations);
   const ruleById = new Map<string, CompiledRule>();
   for (const rule of [...rules, ...steps.flatMap((step) => step.rules)]) ruleById.set(rule.id, rule);
   const rulesByStep = new Map<string | undefined, Map<string, readonly CompiledRule[]>>();
@@ -208,6 +217,8 @@ function buildPlan(
     unlistedTools: config.unlistedTools ?? 'hidden',
     hasBudgets: config.budget !== undefined || steps.some((s) => s.tokenBudget !== undefined),
     readsMessages,
+    facts: Object.freeze(facts),
+    labels: Object.freeze(labels),
     rules: Object.freeze(rules),
     hasRules: ruleById.size > 0,
     rule: (id: string) => ruleById.get(id),

@@ -5,7 +5,8 @@
  *
  * A running call's completion changes the session in a few ways only: it joins the history, it
  * may advance the active step's sequence, it may change the active step (when a step's
- * conditions read the history), and it counts for the limit rules that counted its reservation.
+ * conditions read the history), it counts for the limit rules that counted its reservation, and
+ * its result may set the facts and raise the labels that name its tool.
  * A request's judgement reads a few things only: the active step (its tools, its sequence
  * position, its rules, its budget), and what its rules' conditions read of `state`. Compiled
  * once per plan from the steps' conditions (which tools' completions can change the step), and
@@ -19,6 +20,7 @@
  */
 import type { OrchestrationPlan } from './compile.js';
 import { activeStepOf, chooseStep } from './engine.js';
+import type { CompiledFact, CompiledLabel } from './facts.js';
 import type { SettledView } from './pending-log.js';
 import type { CompiledRule } from './rules.js';
 import { DEFAULT_HISTORY_LIMIT } from './state.js';
@@ -93,15 +95,44 @@ export function dependsOn(
   if (chooseStep(plan, state, view.message)?.name !== state.activeStep) return idsOf(running);
   const step = activeStepOf(plan, state);
   const sequence = step !== undefined && state.sequenceIndex < step.sequence.length ? step.sequenceSets : undefined;
+  const results = resultReads(plan, rules);
   let out: string[] | undefined;
   for (const call of running) {
     const changesStep = (table.stepChangedBy as ReadonlySet<string>).has(call.tool);
-    if (changesStep || sequence?.some((slot) => slot.has(call.tool))) {
+    if (
+      changesStep ||
+      sequence?.some((slot) => slot.has(call.tool)) ||
+      (results !== undefined && writesRead(results, call.tool))
+    ) {
       out ??= [];
       out.push(call.id);
     }
   }
   return out ?? NONE;
+}
+
+/** The facts and labels `rules` read, as the plan declares them; undefined when they read none. */
+function resultReads(
+  plan: OrchestrationPlan,
+  rules: readonly CompiledRule[],
+): { facts: readonly CompiledFact[]; labels: readonly CompiledLabel[] } | undefined {
+  if (plan.facts.length + plan.labels.length === 0) return undefined;
+  const facts: CompiledFact[] = [];
+  let labels = false;
+  for (const rule of rules) {
+    const read = rule.reads.facts;
+    for (const fact of plan.facts) {
+      if ((read === 'all' || read.includes(fact.name)) && !facts.includes(fact)) facts.push(fact);
+    }
+    labels ||= rule.reads.labels;
+  }
+  if (facts.length === 0 && !labels) return undefined;
+  return { facts, labels: labels ? plan.labels : [] };
+}
+
+/** True when a completed call of `tool` may write one of the facts or labels read. */
+function writesRead(read: { facts: readonly CompiledFact[]; labels: readonly CompiledLabel[] }, tool: string): boolean {
+  return read.facts.some((fact) => fact.matches(tool)) || read.labels.some((label) => label.matches(tool));
 }
 
 /** True when a rule reads the history, or an approval binds the call to it. */

@@ -44,6 +44,8 @@ export type ToolDenial =
        * rule was evaluated and refused the call.
        */
       evaluationError?: string;
+      /** The fact that made the rule unevaluable: unknown, or never set (SPEC section 11). */
+      fact?: string;
     }
   /** A limit rule's count is reached (calls still running count). */
   | { code: 'limit'; message: string; rule: string; max: number; per: string; used: number }
@@ -155,6 +157,13 @@ export type OrchestrationEvent =
       toolCallId: string;
       reason: 'failed' | 'abandoned' | 'expired' | 'late';
     }
+  /**
+   * A committed call's result set a fact (SPEC section 11); `unknown` says why it is unknown now,
+   * when it is (rules that read it refuse).
+   */
+  | { type: 'fact-set'; sessionId: string; fact: string; tool: string; toolCallId: string; unknown?: string }
+  /** A committed call's result raised a label (SPEC section 11): it stays raised in the session. */
+  | { type: 'label-raised'; sessionId: string; label: string; tool: string; toolCallId: string }
   /**
    * An `approve` rule holds for a call: a person is asked. The approval is bound to the call id,
    * a digest of its input and the session as it stands now (`rule` says which rule asked).

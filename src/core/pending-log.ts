@@ -16,6 +16,7 @@ import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
 import { activeStepOf, commitToolUse, handleMessage } from './engine.js';
 import type { OrchestrationEvent } from './events.js';
+import { applyWrites } from './facts.js';
 import type { OrchestrationState, PendingEntry, PendingMessage } from './state.js';
 import { TOOL_CALL_IDS_LIMIT } from './state.js';
 import type { TransitionContext } from './transition-types.js';
@@ -157,9 +158,13 @@ function applyEntry(
       const at = entry.message === undefined ? message : messageInfo(entry.message);
       return countCall(plan, current, entry.limits, at, context.now);
     }
-    default:
+    default: {
       // A completed call. In shadow mode it may not fit the sequence: its violation is reported.
-      return recordInto(plan, current, entry.tool, message, context, !shadowOf(plan, current), entry.limits, events);
+      const reserved = !shadowOf(plan, current);
+      const recorded = recordInto(plan, current, entry.tool, message, context, reserved, entry.limits, events);
+      if (entry.writes === undefined) return recorded;
+      return applyWrites(plan, recorded, entry.writes, { tool: entry.tool, toolCallId: entry.id }, events);
+    }
   }
 }
 

@@ -27,12 +27,17 @@ export const MAX_EXPRESSION_DEPTH = 24;
 /** Most macros (`all`, `exists`, `exists_one`, `map`, `filter`) nested inside one another. */
 export const MAX_COMPREHENSION_NESTING = 2;
 
-/** The CEL type of `state` in expressions: the session as the AI sees it. */
+/**
+ * The CEL type of `state` in expressions: the session as the AI sees it, with the facts and
+ * labels its completed calls' results set (SPEC section 11).
+ */
 const STATE_SCHEMA = {
   activeStep: 'string',
   recentlyUsedTools: 'list<string>',
   sequenceIndex: 'int',
   cumulativeTokenUsage: { promptTokens: 'int', completionTokens: 'int', totalTokens: 'int' },
+  facts: 'map',
+  labels: 'list<string>',
 } as const;
 
 const LIMITS = {
@@ -80,22 +85,37 @@ const environment = base
     description: 'matches() on RE2 (linear time)',
   });
 
+/**
+ * A fact's `value` and a label's `when` are evaluated here: they read the completed call's
+ * `result` too.
+ */
+const resultEnvironment = environment.clone().registerVariable('result', 'dyn', {
+  description: 'What the completed call returned',
+});
+
 /** One compiled expression of the evaluator. */
 type Program = ReturnType<Environment['parse']>;
 
-/** What is wrong with `expression` as a rule's `when`, or undefined when nothing is. */
-export function expressionProblem(expression: string): string | undefined {
-  return compileExpression(expression).problem;
+/** What an expression is for: a rule's condition (a boolean), or a fact's value or a label's condition over a result. */
+export type ExpressionKind = 'condition' | 'result-value' | 'result-condition';
+
+/** What is wrong with `expression` as a rule's `when` (or as `kind`), or undefined when nothing is. */
+export function expressionProblem(expression: string, kind: ExpressionKind = 'condition'): string | undefined {
+  return compileExpression(expression, kind).problem;
 }
 
 /** `expression` compiled to a program of the evaluator, or what is wrong with it. */
-export function compileExpression(expression: string): { program?: Program; problem?: string } {
+export function compileExpression(
+  expression: string,
+  kind: ExpressionKind = 'condition',
+): { program?: Program; problem?: string } {
   if (expression.length > MAX_EXPRESSION_LENGTH) {
     return { problem: `the expression is ${expression.length} characters; the limit is ${MAX_EXPRESSION_LENGTH}` };
   }
+  const parser = kind === 'condition' ? environment : resultEnvironment;
   let program: Program;
   try {
-    program = environment.parse(expression);
+    program = parser.parse(expression);
   } catch (error) {
     return { problem: firstLine(error) };
   }
@@ -107,10 +127,12 @@ export function compileExpression(expression: string): { program?: Program; prob
   }
   const checked = program.check();
   if (!checked.valid) return { problem: firstLine(checked.error) };
-  if (checked.type !== 'bool' && checked.type !== 'dyn') {
-    return { problem: `the expression is of type ${checked.type}; a rule needs a boolean (true or false)` };
+  if (kind !== 'result-value' && checked.type !== 'bool' && checked.type !== 'dyn') {
+    return {
+      problem: `the expression is of type ${checked.type}; a ${kind === 'condition' ? 'rule' : 'condition'} needs a boolean (true or false)`,
+    };
   }
-  return linearRegexes(expression, program);
+  return linearRegexes(expression, program, parser);
 }
 
 /** A `matches()` call in an expression's AST: where its method name is, and its pattern. */
@@ -126,7 +148,11 @@ interface MatchesCall {
  * parsed again with the calls renamed. A pattern that is not a string literal, or not valid RE2,
  * is a problem of the template.
  */
-function linearRegexes(expression: string, program: Program): { program?: Program; problem?: string } {
+function linearRegexes(
+  expression: string,
+  program: Program,
+  parser: Environment = environment,
+): { program?: Program; problem?: string } {
   const calls: MatchesCall[] = [];
   findMatchesCalls(program.ast, calls);
   if (calls.length === 0) return { program };
@@ -155,7 +181,7 @@ function linearRegexes(expression: string, program: Program): { program?: Progra
   }
   let linear: Program;
   try {
-    linear = environment.parse(source);
+    linear = parser.parse(source);
   } catch (error) {
     return { problem: firstLine(error) };
   }

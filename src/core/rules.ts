@@ -18,6 +18,7 @@ import { type CompiledPattern, firstMatch } from './patterns.js';
 import { RuleEvaluationError } from './rule-evaluation-error.js';
 import { compileExpression } from './rule-expressions.js';
 import type { Rule } from './schema.js';
+import { MAX_FACT_VALUES } from './schema.js';
 import type { OrchestrationState } from './state.js';
 import { READS_NOTHING, type StateReads, stateReads } from './state-reads.js';
 import { compileToolPattern, type ToolAnnotations } from './tool-annotations.js';
@@ -137,24 +138,36 @@ export function compileRules(
  * works however the number was written) and objects as Maps (so no key reaches a prototype). Throws a
  * {@link RuleEvaluationError} when it is larger than the bounds in the module comment.
  */
-export function celValue(value: unknown): unknown {
-  const budget = { nodes: MAX_ARGUMENT_NODES };
+export function celValue(
+  value: unknown,
+  what = 'the arguments',
+  nodes = MAX_ARGUMENT_NODES,
+  longest = MAX_LIST_LENGTH,
+): unknown {
+  const budget = { nodes, limit: nodes, what, longest };
   return convert(value, 0, budget);
 }
 
-function convert(value: unknown, depth: number, budget: { nodes: number }): unknown {
+/** Most values of a completed call's result that facts and labels read (see {@link celValue}). */
+export const MAX_RESULT_NODES = 100_000;
+
+function convert(
+  value: unknown,
+  depth: number,
+  budget: { nodes: number; limit: number; what: string; longest: number },
+): unknown {
   if (--budget.nodes < 0) {
-    throw new RuleEvaluationError(`the arguments hold more than ${MAX_ARGUMENT_NODES} values`);
+    throw new RuleEvaluationError(`${budget.what} hold more than ${budget.limit} values`);
   }
   if (depth > MAX_ARGUMENT_DEPTH) {
-    throw new RuleEvaluationError(`the arguments are nested more than ${MAX_ARGUMENT_DEPTH} deep`);
+    throw new RuleEvaluationError(`${budget.what} are nested more than ${MAX_ARGUMENT_DEPTH} deep`);
   }
   if (typeof value === 'number') return Number.isSafeInteger(value) ? BigInt(value) : value;
   if (value === undefined) return null;
   if (typeof value !== 'object' || value === null) return value;
   if (Array.isArray(value)) {
-    if (value.length > MAX_LIST_LENGTH) {
-      throw new RuleEvaluationError(`a list in the arguments has ${value.length} items (at most ${MAX_LIST_LENGTH})`);
+    if (value.length > budget.longest) {
+      throw new RuleEvaluationError(`a list in ${budget.what} has ${value.length} items (at most ${budget.longest})`);
     }
     return value.map((item) => convert(item, depth + 1, budget));
   }
@@ -165,6 +178,42 @@ function convert(value: unknown, depth: number, budget: { nodes: number }): unkn
   return out;
 }
 
+/**
+ * A value an expression computed, as JSON: CEL ints as numbers (as strings beyond the safe
+ * integers), maps as objects. What facts keep in the state.
+ */
+export function jsonValue(value: unknown): unknown {
+  if (typeof value === 'bigint') {
+    return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)
+      ? Number(value)
+      : value.toString();
+  }
+  if (Array.isArray(value)) return value.map(jsonValue);
+  if (value instanceof Map) {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of value) {
+      // Defined as own data properties: a key such as "__proto__" stays a key.
+      Object.defineProperty(out, String(key), {
+        value: jsonValue(item),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
+  }
+  if (value instanceof Uint8Array) return btoa(String.fromCharCode(...value));
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      const item = jsonValue((value as Record<string, unknown>)[key]);
+      Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  }
+  return value;
+}
+
 const stateValues = new WeakMap<OrchestrationState, unknown>();
 
 /** The session as rules read it (`state`), built once per state object. */
@@ -172,6 +221,11 @@ export function celState(state: OrchestrationState): unknown {
   let value = stateValues.get(state);
   if (value === undefined) {
     const usage = state.cumulativeTokenUsage;
+    // Only known facts: a rule that reads an unknown one is refused before it runs (call-rules).
+    const facts = new Map<string, unknown>();
+    for (const [name, fact] of Object.entries(state.facts ?? {})) {
+      if ('value' in fact) facts.set(name, celValue(fact.value, `fact "${name}"`, MAX_RESULT_NODES, MAX_FACT_VALUES));
+    }
     value = {
       activeStep: state.activeStep ?? '',
       recentlyUsedTools: state.recentlyUsedTools,
@@ -181,6 +235,8 @@ export function celState(state: OrchestrationState): unknown {
         completionTokens: BigInt(usage.completionTokens),
         totalTokens: BigInt(usage.totalTokens),
       },
+      facts,
+      labels: state.labels ?? [],
     };
     stateValues.set(state, value);
   }

@@ -89,6 +89,54 @@ export const ruleSchema = z
   })
   .describe('Give either an effect or a limit');
 
+/** Most values a `union` or `append` fact keeps. */
+export const MAX_FACT_VALUES = 10_000;
+
+/** A name of a fact or a label: what rules read as `state.facts.<name>` or `state.labels`. */
+const factName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'a letter or "_", then letters, digits and "_" (at most 64)');
+
+/** A fact (SPEC section 11): a value kept from completed calls' results, which rules read. */
+export const factSchema = z.strictObject({
+  name: factName.describe('What rules read: state.facts.<name>'),
+  tools: z.array(z.string().min(1)).min(1).describe(`The calls whose results set it: ${PATTERN_HELP}`),
+  value: z
+    .string()
+    .min(1)
+    .max(2000)
+    .describe('A CEL expression over tool, args, result (what the call returned) and state: the value kept'),
+  when: z.string().min(1).max(2000).optional().describe('A CEL condition (same variables): absent, always'),
+  keep: z
+    .enum(['last', 'union', 'append'])
+    .optional()
+    .describe(
+      'last (the latest replaces the earlier; default), union (a set of values), append (a list, oldest dropped)',
+    ),
+  max: z
+    .number()
+    .int()
+    .positive()
+    .max(MAX_FACT_VALUES)
+    .optional()
+    .describe(
+      `Most values a union or append keeps (default 1000; at most ${MAX_FACT_VALUES}); a union past it is unknown`,
+    ),
+});
+
+/** A label (SPEC section 11): raised by a condition on a call's result, never lowered in a session. */
+export const labelSchema = z.strictObject({
+  name: factName.describe("What rules read: 'name' in state.labels"),
+  tools: z.array(z.string().min(1)).min(1).describe(`The calls whose results may raise it: ${PATTERN_HELP}`),
+  when: z
+    .string()
+    .min(1)
+    .max(2000)
+    .optional()
+    .describe('A CEL condition over tool, args, result and state; absent: every completed call of the tools raises it'),
+  clearOnReset: z.boolean().optional().describe('A reset of the session lowers it (default: it stays raised)'),
+});
+
 /** One orchestration step. */
 export const orchestrationStepSchema = z.strictObject({
   name: z.string().min(1).describe('Unique name of the step'),
@@ -131,6 +179,8 @@ export const orchestrationConfigSchema = z.strictObject({
     .optional()
     .describe('Tokens one session may spend; once spent, no tool is offered and the turn ends with an answer'),
   rules: z.array(ruleSchema).optional().describe('Rules on calls that apply in every step'),
+  facts: z.array(factSchema).optional().describe("Values kept from completed calls' results, for rules"),
+  labels: z.array(labelSchema).optional().describe("Labels raised by completed calls' results, for rules"),
   unlistedTools: z
     .enum(['hidden', 'allowed'])
     .optional()
@@ -175,6 +225,10 @@ export const agentTemplateSchema = z.looseObject({
 export type StepCondition = z.infer<typeof stepConditionSchema>;
 /** A rule on calls. */
 export type Rule = z.infer<typeof ruleSchema>;
+/** A fact of the orchestration block. */
+export type Fact = z.infer<typeof factSchema>;
+/** A label of the orchestration block. */
+export type Label = z.infer<typeof labelSchema>;
 /** `availableTools` of a step. */
 export type AvailableTools = z.infer<typeof availableToolsSchema>;
 /** A sequence position: one tool, or alternatives. */

@@ -120,7 +120,36 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     const problem = sessionLogProblem(s.log);
     if (problem !== undefined) throw new InvalidArgumentError(`${path}.log`, problem);
   }
+  if (s.facts !== undefined && !isFacts(s.facts)) {
+    failField(path, s, 'facts', 'an object of facts by name ({ value } or { unknown: reason })');
+  }
+  if (s.labels !== undefined && !isStringArray(s.labels)) failField(path, s, 'labels', 'an array of label names');
+  if (s.resetLabels !== undefined && !isStringArray(s.resetLabels)) {
+    failField(path, s, 'resetLabels', 'an array of label names');
+  }
   return value as OrchestrationState;
+}
+
+function isFacts(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  return Object.values(value).every((fact: unknown) => {
+    const f = fact as Record<string, unknown> | null;
+    return typeof f === 'object' && f !== null && ('value' in f || typeof f.unknown === 'string');
+  });
+}
+
+/** A call entry's result writes: facts set (a value or why unknown) and labels raised. */
+function isWrites(value: unknown): boolean {
+  const w = value as Record<string, unknown> | null;
+  if (typeof w !== 'object' || w === null) return false;
+  const factsOk =
+    w.facts === undefined ||
+    (Array.isArray(w.facts) &&
+      w.facts.every((fact: unknown) => {
+        const f = fact as Record<string, unknown> | null;
+        return typeof f === 'object' && f !== null && typeof f.name === 'string';
+      }));
+  return factsOk && (w.labels === undefined || isStringArray(w.labels));
 }
 
 function failField(path: string, s: Record<string, unknown>, field: string, expected: string): never {
@@ -148,7 +177,8 @@ function isPendingEntry(value: unknown): boolean {
     isCount(p.expiresAt) &&
     (p.done === undefined || typeof p.done === 'boolean') &&
     (p.message === undefined || isMessage(p.message)) &&
-    (p.limits === undefined || (Array.isArray(p.limits) && p.limits.every((id) => typeof id === 'string')))
+    (p.limits === undefined || (Array.isArray(p.limits) && p.limits.every((id) => typeof id === 'string'))) &&
+    (p.writes === undefined || isWrites(p.writes))
   );
 }
 

@@ -89,6 +89,29 @@ export interface OrchestrationState {
    * entries themselves are kept by the store, next to the state (see `src/core/session-log.ts`).
    */
   log?: SessionLogState;
+  /**
+   * The facts completed calls' results set (SPEC section 11), by name: each a value (JSON), or
+   * why it is unknown (its expression failed, or a union passed its bound). Rules read the known
+   * ones as `state.facts.<name>`; a rule that reads an unknown one refuses.
+   */
+  facts?: Record<string, FactValue>;
+  /** The labels completed calls' results raised (SPEC section 11), in the order they rose; never lowered. */
+  labels?: string[];
+  /** Which of `labels` a reset of the session lowers (their template says `clearOnReset`). */
+  resetLabels?: string[];
+}
+
+/** A fact as a session keeps it: its value, or why it is unknown. */
+export type FactValue = { value: unknown } | { unknown: string };
+
+/**
+ * What a completed call's result sets, computed when it completed and applied when it commits
+ * (in reservation order): each fact's new value (merged as the fact keeps it) or why it is
+ * unknown, and the labels it raises.
+ */
+export interface ResultWrites {
+  facts?: { name: string; value?: unknown; unknown?: string }[];
+  labels?: string[];
 }
 
 /**
@@ -132,6 +155,8 @@ export type PendingEntry =
       message?: PendingMessage;
       /** Ids of the limit rules that count this call when it commits. */
       limits?: string[];
+      /** What its result sets, once it completed (applied when it commits). */
+      writes?: ResultWrites;
     }
   | ({ kind: 'message' } & PendingMessage)
   | { kind: 'used'; tool: string }

@@ -58,8 +58,12 @@ export type TransitionInput =
        */
       readonly rule?: string | undefined;
     }
-  /** A reserved call finished: it is committed (history, sequence, step selection) in reservation order. */
-  | { readonly type: 'tool-completed'; readonly toolCallId: string }
+  /**
+   * A reserved call finished: it is committed (history, sequence, step selection) in reservation
+   * order. With its `result` (and `args`, its input), the facts and labels of the template that
+   * name its tool are set from them when it commits (SPEC section 11).
+   */
+  | { readonly type: 'tool-completed'; readonly toolCallId: string; readonly result?: unknown; readonly args?: unknown }
   /** A reserved call threw: its reservation is released and nothing is recorded. */
   | { readonly type: 'tool-failed'; readonly toolCallId: string }
   /**

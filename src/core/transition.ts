@@ -27,6 +27,7 @@ import type { MessageInfo } from './conditions.js';
 import { duplicateRecord, sessionBusy, sessionOfAnotherAgent } from './denials.js';
 import { addTokenUsage, messageChange } from './engine.js';
 import { NO_EVENTS, type OrchestrationEvent } from './events.js';
+import { resultWrites } from './facts.js';
 import { decideCall, decideStep, incompleteSequence, offers } from './judgement.js';
 import { expireLeases, releaseCall, renewLease } from './leases.js';
 import {
@@ -163,7 +164,13 @@ function apply(
         return { state: current };
       }
       const marked = current.pending!.slice();
-      marked[index] = { ...(marked[index] as Extract<PendingEntry, { kind: 'call' }>), done: true };
+      const call = marked[index] as Extract<PendingEntry, { kind: 'call' }>;
+      // What its result sets, computed now (the result is at hand only now), applied as it commits.
+      const writes =
+        plan.facts.length + plan.labels.length === 0
+          ? undefined
+          : resultWrites(plan, call.tool, input.args, input.result, () => settledView(plan, current, context).state);
+      marked[index] = writes === undefined ? { ...call, done: true } : { ...call, done: true, writes };
       return { state: settle(plan, markRan(current, input.toolCallId, true), marked, context, events) };
     }
     case 'tool-failed':

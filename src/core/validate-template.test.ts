@@ -317,6 +317,8 @@ describe('JSON Schema', () => {
       'shadow',
       'budget',
       'rules',
+      'facts',
+      'labels',
       'unlistedTools',
       'steps',
     ]);

@@ -13,6 +13,8 @@ import {
   type AgentTemplate,
   agentTemplateSchema,
   availableToolsSchema,
+  factSchema,
+  labelSchema,
   type OrchestrationConfig,
   orchestrationConfigSchema,
   orchestrationStepSchema,
@@ -192,6 +194,8 @@ const KNOWN_KEYS = {
   availableTools: Object.keys(availableToolsSchema.shape),
   rule: Object.keys(ruleSchema.shape),
   limit: Object.keys(ruleLimitSchema.shape),
+  fact: Object.keys(factSchema.shape),
+  label: Object.keys(labelSchema.shape),
 };
 
 function knownKeysAt(path: Path): readonly string[] {
@@ -201,6 +205,8 @@ function knownKeysAt(path: Path): readonly string[] {
   if (last === 'availableTools') return KNOWN_KEYS.availableTools;
   if (last === 'limit') return KNOWN_KEYS.limit;
   if (typeof last === 'number' && parent === 'rules') return KNOWN_KEYS.rule;
+  if (typeof last === 'number' && parent === 'facts') return KNOWN_KEYS.fact;
+  if (typeof last === 'number' && parent === 'labels') return KNOWN_KEYS.label;
   if (typeof last === 'number' && parent === 'steps') return KNOWN_KEYS.step;
   if (typeof last === 'number' && (parent === 'conditions' || parent === 'resetSequenceOn'))
     return KNOWN_KEYS.condition;

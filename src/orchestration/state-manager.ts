@@ -4,6 +4,7 @@
  */
 import { appendBounded, changeStep } from '../core/engine.js';
 import { InvalidArgumentError, SessionDeletedError } from '../core/errors.js';
+import { keptByReset } from '../core/facts.js';
 import { appendToLog, keepLogEntries } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
@@ -374,6 +375,14 @@ export class OrchestrationStateManager {
       // session" or "three an hour". Per-step counts start again anyway when a step next
       // becomes active.
       if (current.counts !== undefined) reset.counts = current.counts;
+      // Labels only rise within a session: a reset lowers only those whose template says
+      // clearOnReset. Facts are progress, and go.
+      const { labels } = keptByReset(current);
+      if (labels !== undefined) {
+        reset.labels = labels;
+        const resetLabels = current.resetLabels?.filter((name) => labels.includes(name));
+        if (resetLabels !== undefined && resetLabels.length > 0) reset.resetLabels = resetLabels;
+      }
       // So do the calls it releases, which may still run or have run (a reset sent while a
       // payment runs must not give its unit back): each keeps its place in the pending log as a
       // count, which the session's next transition folds in with the plan.
