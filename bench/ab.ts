@@ -1,0 +1,153 @@
+/**
+ * `npm run bench:ab`: one benchmark script of this checkout against the same script of another
+ * checkout (an older build), each run in its own process, alternating A B, B A, A B … within one
+ * run, and the ratio this / other taken round by round, so a machine that speeds up or slows
+ * down in the middle hits both alike. The script must print its figures as JSON: a line that is
+ * one JSON value, or a line `BENCH_JSON <json>` (as `bench/index.ts` prints); every number in it
+ * is compared, at its path (`plain.7`, `workloads.agentdock.p50Micros`), and what is not a number
+ * on one side (`refused`) is shown as it is.
+ *
+ *   npx tsx bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] -- <script> [args]
+ *   npx tsx bench/ab.ts --other=../old -- bench/running-calls.ts --json --running=0,1,7
+ *   npx tsx bench/ab.ts --other=../old -- bench/index.ts --only=turns --quick
+ *
+ * The other checkout needs the script at the same path (copy it there when it is new) and its
+ * own node_modules (a symlink is enough); each process runs `node --import tsx <script>` with
+ * its checkout as the working directory. `--match` keeps the paths containing the substring.
+ * Prints a table (median of this, median of other, median ratio, lowest and highest ratio of a
+ * round) and `AB_JSON <json>`. A ratio above 1 is a figure larger here: slower for a time,
+ * faster for a rate.
+ */
+import { spawn } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { resolve } from 'node:path';
+
+const argv = process.argv.slice(2);
+const split = argv.indexOf('--');
+const own = split < 0 ? argv : argv.slice(0, split);
+const command = split < 0 ? [] : argv.slice(split + 1);
+const flag = (name: string) => own.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const other = flag('other');
+const rounds = Number(flag('rounds') ?? 5);
+const match = flag('match');
+if (other === undefined || command.length === 0) {
+  throw new Error('usage: bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] -- <script> [args]');
+}
+const ROOTS = { this: resolve(import.meta.dirname, '..'), other: resolve(other) } as const;
+type Side = keyof typeof ROOTS;
+
+/** Runs the script in `root`, and returns the JSON it printed. */
+function runIn(root: string): Promise<unknown> {
+  const [script, ...rest] = command;
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, script!), ...rest], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.on('error', fail);
+    child.on('close', (code) => {
+      const lines = out.split('\n').map((l) => l.trim());
+      const tagged = lines.findLast((l) => l.startsWith('BENCH_JSON '));
+      const bare = lines.findLast((l) => l.startsWith('{') || l.startsWith('['));
+      const text = tagged?.slice('BENCH_JSON '.length) ?? bare;
+      if (code !== 0 || text === undefined) {
+        fail(new Error(`${script} in ${root} exited ${code}: ${out.slice(-800)}`));
+        return;
+      }
+      done(JSON.parse(text));
+    });
+  });
+}
+
+/** A readable name for an array element: its identifying fields, else its index. */
+function nameOf(value: unknown, index: number): string {
+  if (typeof value !== 'object' || value === null) return String(index);
+  const record = value as Record<string, unknown>;
+  const parts = ['agent', 'dimension', 'store', 'workload', 'label', 'name', 'impl', 'sessions', 'value']
+    .map((key) => record[key])
+    .filter((v) => typeof v === 'string' || typeof v === 'number')
+    .map(String);
+  return parts.length > 0 ? parts.join('/') : String(index);
+}
+
+/** Every leaf of `value` that is not an object, by path. */
+function leaves(value: unknown, path: string, out: Map<string, unknown>): Map<string, unknown> {
+  if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) leaves(v, `${path}.${nameOf(v, i)}`, out);
+  } else if (typeof value === 'object' && value !== null) {
+    for (const [key, v] of Object.entries(value)) leaves(v, path === '' ? key : `${path}.${key}`, out);
+  } else out.set(path, value);
+  return out;
+}
+
+const median = (values: readonly number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+console.log(
+  `A/B: ${command.join(' ')}\n  this:  ${ROOTS.this}\n  other: ${ROOTS.other}\n` +
+    `  ${rounds} rounds, alternating; ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, Node ${process.version}`,
+);
+const taken: Record<Side, Map<string, unknown>[]> = { this: [], other: [] };
+for (let round = 0; round < rounds; round++) {
+  const order: Side[] = round % 2 === 0 ? ['this', 'other'] : ['other', 'this'];
+  for (const side of order) taken[side].push(leaves(await runIn(ROOTS[side]), '', new Map()));
+  console.log(`  round ${round + 1}/${rounds} done (${order.join(' then ')}), load ${loadavg()[0]!.toFixed(2)}`);
+}
+
+interface Row {
+  path: string;
+  this: number | string;
+  other: number | string;
+  ratio?: number;
+  low?: number;
+  high?: number;
+}
+const rows: Row[] = [];
+const paths = new Set([...taken.this.flatMap((m) => [...m.keys()]), ...taken.other.flatMap((m) => [...m.keys()])]);
+for (const path of paths) {
+  if (match !== undefined && !path.includes(match)) continue;
+  const mine = taken.this.map((m) => m.get(path));
+  const theirs = taken.other.map((m) => m.get(path));
+  const numeric = (vs: unknown[]) => vs.every((v) => typeof v === 'number');
+  if (numeric(mine) && numeric(theirs)) {
+    const ratios = mine.map((v, i) => (v as number) / (theirs[i] as number));
+    rows.push({
+      path,
+      this: median(mine as number[]),
+      other: median(theirs as number[]),
+      ratio: median(ratios),
+      low: Math.min(...ratios),
+      high: Math.max(...ratios),
+    });
+  } else {
+    const show = (vs: unknown[]) => (numeric(vs) ? median(vs as number[]) : [...new Set(vs.map(String))].join('|'));
+    // Strings and booleans that are the same everywhere (labels, Node's version) say nothing.
+    if (!numeric(mine) && !numeric(theirs) && show(mine) === show(theirs)) continue;
+    rows.push({ path, this: show(mine), other: show(theirs) });
+  }
+}
+const cell = (v: number | string | undefined, digits = 3) =>
+  v === undefined
+    ? ''
+    : typeof v === 'number'
+      ? Number(v.toPrecision(4))
+          .toFixed(digits)
+          .replace(/\.?0+$/, '')
+      : v;
+console.log('\n| figure | this | other | this / other (median) | lowest – highest round |');
+console.log('|---|---:|---:|---:|---:|');
+for (const r of rows) {
+  console.log(
+    `| ${r.path} | ${cell(r.this)} | ${cell(r.other)} | ${r.ratio === undefined ? '' : `${r.ratio.toFixed(2)}x`} | ${
+      r.low === undefined ? '' : `${r.low.toFixed(2)}–${r.high!.toFixed(2)}`
+    } |`,
+  );
+}
+console.log(`AB_JSON ${JSON.stringify(rows)}`);
