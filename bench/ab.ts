@@ -7,9 +7,13 @@
  * is compared, at its path (`plain.7`, `workloads.agentdock.p50Micros`), and what is not a number
  * on one side (`refused`) is shown as it is.
  *
- *   npx tsx bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] -- <script> [args]
+ *   npx tsx bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] [--each=a,b] -- <script> [args]
  *   npx tsx bench/ab.ts --other=../old -- bench/running-calls.ts --json --running=0,1,7
- *   npx tsx bench/ab.ts --other=../old -- bench/index.ts --only=turns --quick
+ *   npx tsx bench/ab.ts --other=../old --each=turns,growth -- bench/index.ts --only={} --quick
+ *
+ * `--each=a,b,…` runs the command once per value in every round, with `{}` in its arguments
+ * replaced by the value (and the value heading its figures' paths): `npm run bench`'s sections,
+ * each in its own pair of processes, all within one alternating run.
  *
  * The other checkout needs the script at the same path (copy it there when it is new) and its
  * own node_modules (a symlink is enough); each process runs `node --import tsx <script>` with
@@ -30,15 +34,18 @@ const flag = (name: string) => own.find((a) => a.startsWith(`--${name}=`))?.slic
 const other = flag('other');
 const rounds = Number(flag('rounds') ?? 5);
 const match = flag('match');
+const each = flag('each')?.split(',') ?? [undefined];
 if (other === undefined || command.length === 0) {
-  throw new Error('usage: bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] -- <script> [args]');
+  throw new Error(
+    'usage: bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] [--each=a,b] -- <script> [args]',
+  );
 }
 const ROOTS = { this: resolve(import.meta.dirname, '..'), other: resolve(other) } as const;
 type Side = keyof typeof ROOTS;
 
-/** Runs the script in `root`, and returns the JSON it printed. */
-function runIn(root: string): Promise<unknown> {
-  const [script, ...rest] = command;
+/** Runs the script in `root` (with `{}` replaced by `value`), and returns the JSON it printed. */
+function runIn(root: string, value: string | undefined): Promise<unknown> {
+  const [script, ...rest] = command.map((arg) => (value === undefined ? arg : arg.replaceAll('{}', value)));
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, script!), ...rest], {
       cwd: root,
@@ -97,7 +104,11 @@ console.log(
 const taken: Record<Side, Map<string, unknown>[]> = { this: [], other: [] };
 for (let round = 0; round < rounds; round++) {
   const order: Side[] = round % 2 === 0 ? ['this', 'other'] : ['other', 'this'];
-  for (const side of order) taken[side].push(leaves(await runIn(ROOTS[side]), '', new Map()));
+  const figures: Record<Side, Map<string, unknown>> = { this: new Map(), other: new Map() };
+  for (const value of each) {
+    for (const side of order) leaves(await runIn(ROOTS[side], value), value ?? '', figures[side]);
+  }
+  for (const side of order) taken[side].push(figures[side]);
   console.log(`  round ${round + 1}/${rounds} done (${order.join(' then ')}), load ${loadavg()[0]!.toFixed(2)}`);
 }
 
