@@ -70,15 +70,20 @@ function runIn(root: string, value: string | undefined): Promise<unknown> {
   });
 }
 
-/** A readable name for an array element: its identifying fields, else its index. */
+/**
+ * A name for an array element that is the same in both checkouts and every round: its labels
+ * (`agent`, `store`, …, the `sessions` it ran), else its `value` (a growth cell's size), else its
+ * index. Not `impl`, which names the checkout.
+ */
 function nameOf(value: unknown, index: number): string {
   if (typeof value !== 'object' || value === null) return String(index);
   const record = value as Record<string, unknown>;
-  const parts = ['agent', 'dimension', 'store', 'workload', 'label', 'name', 'impl', 'sessions', 'value']
+  const labels = ['agent', 'dimension', 'store', 'workload', 'label', 'name', 'upstream', 'target']
     .map((key) => record[key])
-    .filter((v) => typeof v === 'string' || typeof v === 'number')
-    .map(String);
-  return parts.length > 0 ? parts.join('/') : String(index);
+    .filter((v) => typeof v === 'string');
+  if (typeof record.sessions === 'number') labels.push(String(record.sessions));
+  if (labels.length > 0) return labels.join('/');
+  return typeof record.value === 'number' ? String(record.value) : String(index);
 }
 
 /** Every leaf of `value` that is not an object, by path. */
@@ -128,6 +133,8 @@ for (const path of paths) {
   const theirs = taken.other.map((m) => m.get(path));
   const numeric = (vs: unknown[]) => vs.every((v) => typeof v === 'number');
   if (numeric(mine) && numeric(theirs)) {
+    // A figure that is the same everywhere (a setting, a count of round trips) says nothing.
+    if (new Set([...mine, ...theirs]).size === 1) continue;
     const ratios = mine.map((v, i) => (v as number) / (theirs[i] as number));
     rows.push({
       path,
@@ -139,8 +146,8 @@ for (const path of paths) {
     });
   } else {
     const show = (vs: unknown[]) => (numeric(vs) ? median(vs as number[]) : [...new Set(vs.map(String))].join('|'));
-    // Strings and booleans that are the same everywhere (labels, Node's version) say nothing.
-    if (!numeric(mine) && !numeric(theirs) && show(mine) === show(theirs)) continue;
+    // Labels, versions and load averages say nothing; a figure one side could not measure does.
+    if (!numeric(mine) && !numeric(theirs)) continue;
     rows.push({ path, this: show(mine), other: show(theirs) });
   }
 }
