@@ -11,6 +11,12 @@
  *   npx tsx bench/ab.ts --other=../old -- bench/running-calls.ts --json --running=0,1,7
  *   npx tsx bench/ab.ts --other=../old --each=turns,growth -- bench/index.ts --only={} --quick
  *
+ * `--node` runs the script with node alone (no tsx): for checkouts compiled with tsc, e.g.
+ * `npx tsc -p tsconfig.json --noEmit false --outDir <dir>` (plus a node_modules symlink and the
+ * package.json in <dir>), whose code is then the built package's, not tsx's (see
+ * bench/running-calls.ts on tsx's `__name`): `bench/ab.ts --node --other=<old dir> -- <new
+ * dir>/bench/ai-sdk.js …` runs `bench/ai-sdk.js` of each dir.
+ *
  * `--each=a,b,…` runs the command once per value in every round, with `{}` in its arguments
  * replaced by the value (and the value heading its figures' paths): `npm run bench`'s sections,
  * each in its own pair of processes, all within one alternating run.
@@ -35,19 +41,21 @@ const other = flag('other');
 const rounds = Number(flag('rounds') ?? 5);
 const match = flag('match');
 const each = flag('each')?.split(',') ?? [undefined];
+const NODE_ONLY = own.includes('--node');
 if (other === undefined || command.length === 0) {
   throw new Error(
     'usage: bench/ab.ts --other=<checkout> [--rounds=5] [--match=<substring>] [--each=a,b] -- <script> [args]',
   );
 }
-const ROOTS = { this: resolve(import.meta.dirname, '..'), other: resolve(other) } as const;
+const ROOTS = { this: resolve(flag('this') ?? resolve(import.meta.dirname, '..')), other: resolve(other) } as const;
 type Side = keyof typeof ROOTS;
 
 /** Runs the script in `root` (with `{}` replaced by `value`), and returns the JSON it printed. */
 function runIn(root: string, value: string | undefined): Promise<unknown> {
   const [script, ...rest] = command.map((arg) => (value === undefined ? arg : arg.replaceAll('{}', value)));
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, script!), ...rest], {
+    const loader = NODE_ONLY ? [] : ['--import', 'tsx'];
+    const child = spawn(process.execPath, [...loader, resolve(root, script!), ...rest], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
