@@ -12,7 +12,8 @@
  * 2. Per write on each store (memory, SQLite, Redis, PostgreSQL), through the manager:
  *    `requestTool` (decide and reserve: one write) and `completeTool` (commit: one write), ms per
  *    call, with no event log and with an event log of 100 (`baton serve` and `baton mcp` keep
- *    100 by default; each entry holds the whole history), and the stored state's bytes.
+ *    100 by default; each entry holds the whole history), the stored state's bytes, and the
+ *    event log the store keeps for the session afterwards (entries, bytes).
  *
  * Cells alternate within each round, so machine noise hits every limit alike; medians over the
  * rounds. The ratio is to the 10-entry cell of the same row.
@@ -160,6 +161,9 @@ interface StoreCell {
   request: number[];
   complete: number[];
   stateBytes: number;
+  /** Bytes of the event log the store keeps for the session after the run (its entries as JSON). */
+  logBytes: number;
+  logEntries: number;
 }
 
 /** Calls per cell and round: fewer where one write carries a large history. */
@@ -182,7 +186,16 @@ async function runStore(kind: StoreKind): Promise<StoreCell[]> {
         const id = `bench-history-${run}-${limit}-${eventLog}`;
         await manager.updateState(id, { recentlyUsedTools: history(limit) });
         sessions.push({ manager, id, config });
-        cells.push({ store: kind, limit, eventLog, request: [], complete: [], stateBytes: 0 });
+        cells.push({
+          store: kind,
+          limit,
+          eventLog,
+          request: [],
+          complete: [],
+          stateBytes: 0,
+          logBytes: 0,
+          logEntries: 0,
+        });
       }
     }
     let n = 0;
@@ -215,6 +228,9 @@ async function runStore(kind: StoreKind): Promise<StoreCell[]> {
       const state = await manager.getState(id);
       if (state?.recentlyUsedTools.length !== cells[c]!.limit) throw new Error(`${kind}: history not at its limit`);
       cells[c]!.stateBytes = JSON.stringify(state).length;
+      const log = (await harness.store.readLog?.(id)) ?? [];
+      cells[c]!.logEntries = log.length;
+      cells[c]!.logBytes = JSON.stringify(log).length;
       await harness.store.delete(id);
     }
   } finally {
@@ -272,15 +288,17 @@ if (!args.includes('--no-stores')) {
   console.log(
     '\nPer write through the manager, history full (agentdock template): ms per requestTool (decide + reserve) and completeTool (commit)',
   );
-  console.log('| store | event log | limit | state bytes | requestTool ms | x | completeTool ms | x |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  console.log(
+    '| store | event log | limit | state bytes | log kept: entries, bytes | requestTool ms | x | completeTool ms | x |',
+  );
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   const rows: Record<string, unknown>[] = [];
   for (const cell of all) {
     const base = all.find((c) => c.store === cell.store && c.eventLog === cell.eventLog)!;
     const r = median(cell.request);
     const w = median(cell.complete);
     console.log(
-      `| ${cell.store} | ${cell.eventLog} | ${int(cell.limit)} | ${int(cell.stateBytes)} | ${r.toFixed(3)} | ` +
+      `| ${cell.store} | ${cell.eventLog} | ${int(cell.limit)} | ${int(cell.stateBytes)} | ${cell.logEntries}, ${int(cell.logBytes)} | ${r.toFixed(3)} | ` +
         `${(r / median(base.request)).toFixed(1)} | ${w.toFixed(3)} | ${(w / median(base.complete)).toFixed(1)} |`,
     );
     rows.push({
@@ -288,6 +306,7 @@ if (!args.includes('--no-stores')) {
       eventLog: cell.eventLog,
       limit: cell.limit,
       stateBytes: cell.stateBytes,
+      logBytes: cell.logBytes,
       requestMs: r,
       completeMs: w,
     });
