@@ -123,13 +123,15 @@ for (const name of TEMPLATES) {
   results[name] = {};
   const states = new Map(RUNNING.map((n) => [n, sessionWith(config, n)]));
   const samples = new Map<number, number[]>(RUNNING.map((n) => [n, []]));
-  for (let round = 0; round < ROUNDS; round++) {
+  // Round -1 warms the JIT up and is not counted (the first row measured would pay for it).
+  for (let round = -1; round < ROUNDS; round++) {
     // Alternating within each round, so machine noise hits every row alike.
     for (const n of RUNNING) {
       const state = states.get(n);
       if (state === undefined) continue;
       try {
-        samples.get(n)!.push(time(config, state, callArgs, calls));
+        const taken = time(config, state, callArgs, calls);
+        if (round >= 0) samples.get(n)!.push(taken);
       } catch {
         states.set(n, undefined); // this build cannot decide it at once
       }
