@@ -6,25 +6,46 @@
  * paths, within the documented bounds). The decision must not grow with the running calls: each
  * row prints its time and its ratio to the row with none running.
  *
- *   npm run bench:running [-- --rounds=15 --json]
+ *   npm run bench:running [-- --rounds=15 --running=0,1,8,32 --templates=plain,limit,expensive --json]
+ *
+ * `--dist` measures the built package (`dist/`, `npx tsc -p tsconfig.build.json` first) instead
+ * of `src/` through tsx: tsx compiles with esbuild's `keepNames`, which wraps every closure a
+ * decision creates in a `__name()` call, and that alone made the new build's decision look 1.6x
+ * slower than the old one's with nothing running, where the built packages are within 5%.
  *
  * It reads only what every build exports (`transition`, `compileOrchestration`, `createState`),
- * so `bench/compare-versions.ts` style A/B runs can point it at another checkout; a build that
- * cannot hold a row's running calls (the enumeration's cap) prints `refused` there.
+ * so it runs unchanged in an older checkout; a build that cannot hold a row's running calls (the
+ * enumeration's cap of 8) prints `refused` there. Against another build, each in its own
+ * process, alternating (the old build cannot hold 8, hence 7):
+ *
+ *   npx tsx bench/ab.ts --other=<checkout> -- bench/running-calls.ts --json --dist --running=0,1,7
  */
-import { compileOrchestration } from '../src/core/compile.js';
+import type * as Compile from '../src/core/compile.js';
 import type { OrchestrationConfig } from '../src/core/schema.js';
-import { createState, type OrchestrationState } from '../src/core/state.js';
-import { transition } from '../src/core/transition.js';
+import type * as State from '../src/core/state.js';
+import type { OrchestrationState } from '../src/core/state.js';
+import type * as Transition from '../src/core/transition.js';
 
 const args = process.argv.slice(2);
+const from = args.includes('--dist') ? '../dist/core' : '../src/core';
+const { compileOrchestration } = (await import(`${from}/compile.js`)) as typeof Compile;
+const { createState } = (await import(`${from}/state.js`)) as typeof State;
+const { transition } = (await import(`${from}/transition.js`)) as typeof Transition;
+
 const flag = (name: string, fallback: number) => {
   const value = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return value === undefined ? fallback : Number(value);
 };
 const ROUNDS = flag('rounds', 15);
 const JSON_OUT = args.includes('--json');
-const RUNNING = [0, 1, 8, 32];
+const list = (name: string, fallback: readonly string[]) =>
+  args
+    .find((a) => a.startsWith(`--${name}=`))
+    ?.slice(name.length + 3)
+    .split(',')
+    .filter((v) => v !== '') ?? fallback;
+const RUNNING = list('running', ['0', '1', '8', '32']).map(Number);
+const TEMPLATES = list('templates', ['plain', 'limit', 'expensive']);
 const TOOLS = ['search', 'fetch', 'read', 'write'];
 const PATHS = Array.from({ length: 1_000 }, (_, i) => `/data/file-${i}.txt`);
 
@@ -95,17 +116,22 @@ const median = (values: number[]) => {
 };
 
 const results: Record<string, Record<number, number | 'refused'>> = {};
-for (const [name, { config, args: callArgs, calls }] of Object.entries(templates)) {
+for (const name of TEMPLATES) {
+  const template = templates[name];
+  if (template === undefined) throw new Error(`unknown template ${name}: ${Object.keys(templates).join(', ')}`);
+  const { config, args: callArgs, calls } = template;
   results[name] = {};
   const states = new Map(RUNNING.map((n) => [n, sessionWith(config, n)]));
   const samples = new Map<number, number[]>(RUNNING.map((n) => [n, []]));
-  for (let round = 0; round < ROUNDS; round++) {
+  // Round -1 warms the JIT up and is not counted (the first row measured would pay for it).
+  for (let round = -1; round < ROUNDS; round++) {
     // Alternating within each round, so machine noise hits every row alike.
     for (const n of RUNNING) {
       const state = states.get(n);
       if (state === undefined) continue;
       try {
-        samples.get(n)!.push(time(config, state, callArgs, calls));
+        const taken = time(config, state, callArgs, calls);
+        if (round >= 0) samples.get(n)!.push(taken);
       } catch {
         states.set(n, undefined); // this build cannot decide it at once
       }
@@ -121,7 +147,7 @@ if (JSON_OUT) {
   console.log(JSON.stringify(results));
 } else {
   for (const [name, row] of Object.entries(results)) {
-    const base = row[0];
+    const base = row[RUNNING[0]!];
     const cells = RUNNING.map((n) => {
       const value = row[n];
       if (value === 'refused' || value === undefined) return `${n} running: refused`;
