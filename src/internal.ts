@@ -24,7 +24,7 @@ export {
   selectStep,
   type ToolUseInput,
 } from './core/engine.js';
-export { type RunningCall, type SettledView, settledView } from './core/pending-log.js';
+export { type CallPlace, type SettledView, settledView } from './core/pending-log.js';
 export { createState, TOOL_CALL_IDS_LIMIT, toAIState } from './core/state.js';
 export {
   type GraphRenderOptions,

@@ -16,7 +16,7 @@ import type { OrchestrationPlan } from './compile.js';
 import type { MessageInfo } from './conditions.js';
 import { activeStepOf } from './engine.js';
 import type { ToolDenial } from './events.js';
-import type { RunningCall } from './pending-log.js';
+import type { CallEntry, CallPlace } from './pending-log.js';
 import { type CompiledRule, celState, celValue, RuleEvaluationError, type RuleVariables } from './rules.js';
 import { APPROVALS_LIMIT, type OrchestrationState } from './state.js';
 
@@ -98,7 +98,8 @@ export function judgeRules(
   inputs: RuleInputs | undefined,
   message: MessageInfo | undefined,
   now: number,
-  running: readonly RunningCall[] = NO_RUNNING,
+  running: readonly CallEntry[] = NO_RUNNING,
+  places?: ReadonlyMap<string, CallPlace>,
 ): RuleVerdict {
   if (!plan.hasRules) return NO_VERDICT;
   const rules = plan.rulesFor(activeStepOf(plan, state), tool);
@@ -130,7 +131,8 @@ export function judgeRules(
       const limit = rule.limit;
       if (limit === undefined || holds(rule, judging) !== true) continue;
       const used = usedCount(rule, state, message, now);
-      const maybe = running.length === 0 || used >= limit.max ? NO_IDS : countedIfRun(rule, running, state, message);
+      const maybe =
+        running.length === 0 || used >= limit.max ? NO_IDS : countedIfRun(rule, running, places, state, message);
       if (used + maybe.length >= limit.max && maybe.length > 0) waitFor = union(waitFor, maybe);
       else if (used >= limit.max) {
         denial = {
@@ -184,7 +186,7 @@ export function judgeRules(
   return { denial, waitFor: waitFor ?? NO_IDS, limits, conditional };
 }
 
-const NO_RUNNING: readonly RunningCall[] = Object.freeze([]);
+const NO_RUNNING: readonly CallEntry[] = Object.freeze([]);
 
 function union(into: string[] | undefined, ids: readonly string[]): string[] {
   const out = into ?? [];
@@ -200,7 +202,8 @@ const NO_IDS: readonly string[] = Object.freeze([]);
  */
 function countedIfRun(
   rule: CompiledRule,
-  running: readonly RunningCall[],
+  running: readonly CallEntry[],
+  places: ReadonlyMap<string, CallPlace> | undefined,
   state: OrchestrationState,
   message: MessageInfo | undefined,
 ): readonly string[] {
@@ -209,8 +212,9 @@ function countedIfRun(
   let out: string[] | undefined;
   for (const call of running) {
     if (call.limits === undefined || !call.limits.includes(rule.id)) continue;
-    if (turn !== undefined && call.turn !== turn) continue;
-    if (rule.step !== undefined && rule.step !== call.step) continue;
+    const place = places?.get(call.id);
+    if (turn !== undefined && place?.turn !== turn) continue;
+    if (rule.step !== undefined && rule.step !== place?.step) continue;
     out ??= [];
     out.push(call.id);
   }

@@ -96,9 +96,11 @@ export function dependsOn(
   const step = activeStepOf(plan, state);
   const sequence = step !== undefined && state.sequenceIndex < step.sequence.length ? step.sequenceSets : undefined;
   const results = resultReads(plan, rules);
+  // Nothing a completion can change is read: no call to look at (the usual independent request).
+  if (table.stepChangedBy.size === 0 && sequence === undefined && results === undefined) return NONE;
   let out: string[] | undefined;
   for (const call of running) {
-    const changesStep = (table.stepChangedBy as ReadonlySet<string>).has(call.tool);
+    const changesStep = table.stepChangedBy.has(call.tool);
     if (
       changesStep ||
       sequence?.some((slot) => slot.has(call.tool)) ||

@@ -74,7 +74,7 @@ function judgeTool(
   if (denial !== undefined || rules.length === 0) {
     return { denial, waitFor: NONE, shadow, limits: NONE, conditional: NO_RULES };
   }
-  const verdict = judgeRules(plan, state, tool, inputs, context.message, context.now, view.running);
+  const verdict = judgeRules(plan, state, tool, inputs, context.message, context.now, view.running, view.places);
   const { denial: refused, waitFor: after, limits, conditional } = verdict;
   return { denial: refused, waitFor: after, shadow, limits, conditional };
 }

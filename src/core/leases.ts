@@ -40,7 +40,7 @@ export function expireLeases(
   }
   // A log with nothing running is folded at once. Only a reset leaves one: the counts of the
   // calls it released, which it cannot fold itself without the plan.
-  if (kept === pending && pending.some(isRunning)) return state;
+  if (kept === pending && pending[0] !== undefined && isRunning(pending[0])) return state;
   return settle(plan, state, kept, context, events);
 }
 

@@ -24,12 +24,8 @@ import type { TransitionContext } from './transition-types.js';
 /** A reserved call in the log. */
 export type CallEntry = Extract<PendingEntry, { kind: 'call' }>;
 
-/** A call still running, as a decision needs to know it. */
-export interface RunningCall {
-  readonly id: string;
-  readonly tool: string;
-  /** The limit rules that count it if it completes or is abandoned. */
-  readonly limits: readonly string[] | undefined;
+/** Where a running call that limits count would commit: the turn and step they count it in. */
+export interface CallPlace {
   /** The turn (user message key) a per-turn limit counts it in. */
   readonly turn: string;
   /** The step active where it commits, for per-step limits. */
@@ -38,10 +34,18 @@ export interface RunningCall {
 
 /** The session a decision is judged on: the log folded without its running calls. */
 export interface SettledView {
-  /** Everything but the running calls, applied in order (no `pending`). */
+  /**
+   * Everything but the running calls, applied in order. When the log holds running calls only,
+   * the session itself (nothing to fold): read its fields, never its `pending`.
+   */
   readonly state: OrchestrationState;
-  /** The running calls, oldest first. */
-  readonly running: readonly RunningCall[];
+  /** The running calls, oldest first (the log's own entries). */
+  readonly running: readonly CallEntry[];
+  /**
+   * Where each running call that limits count would commit, by call id (only those: a call no
+   * limit counts is judged the same wherever it stands).
+   */
+  readonly places: ReadonlyMap<string, CallPlace> | undefined;
   /**
    * A user message or an unenforced record waits behind a running call: how it applies may
    * depend on any running call's outcome, so every decision depends on all of them.
@@ -51,7 +55,7 @@ export interface SettledView {
   readonly message: MessageInfo | undefined;
 }
 
-const NOT_RUNNING: readonly RunningCall[] = Object.freeze([]);
+const NOT_RUNNING: readonly CallEntry[] = Object.freeze([]);
 
 /** True for a reserved call still running. */
 export function isRunning(entry: PendingEntry): entry is CallEntry {
@@ -72,21 +76,32 @@ export function settledView(
   context: TransitionContext,
 ): SettledView {
   const pending = state.pending;
-  if (pending === undefined) return { state, running: NOT_RUNNING, tangled: false, message: context.message };
-  let current: OrchestrationState = { ...state, pending: undefined };
+  if (pending === undefined) {
+    return { state, running: NOT_RUNNING, places: undefined, tangled: false, message: context.message };
+  }
   let message = headMessage(pending, context);
-  const running: RunningCall[] = [];
+  // The usual log holds running calls only: nothing to fold, and the session is as it stands.
+  if (pending.every(isRunning)) {
+    return {
+      state,
+      running: pending as CallEntry[],
+      places: placesOf(pending, state, message),
+      tangled: false,
+      message,
+    };
+  }
+  let current: OrchestrationState = { ...state, pending: undefined };
+  const running: CallEntry[] = [];
+  let places: Map<string, CallPlace> | undefined;
   let tangled = false;
   const dropped: OrchestrationEvent[] = [];
   for (const entry of pending) {
     if (isRunning(entry)) {
-      running.push({
-        id: entry.id,
-        tool: entry.tool,
-        limits: entry.limits,
-        turn: turnKey(current, message),
-        step: current.activeStep,
-      });
+      running.push(entry);
+      if (entry.limits !== undefined) {
+        places ??= new Map();
+        places.set(entry.id, { turn: turnKey(current, message), step: current.activeStep });
+      }
       continue;
     }
     if (running.length > 0 && (entry.kind === 'message' || entry.kind === 'used')) tangled = true;
@@ -94,19 +109,36 @@ export function settledView(
     current = applyEntry(plan, current, entry, message, context, dropped);
     dropped.length = 0;
   }
-  return { state: current, running, tangled, message };
+  return { state: current, running, places, tangled, message };
+}
+
+/** Where the running calls limits count commit, when nothing behind the head moves them (see {@link SettledView}). */
+function placesOf(
+  calls: readonly PendingEntry[],
+  state: OrchestrationState,
+  message: MessageInfo | undefined,
+): Map<string, CallPlace> | undefined {
+  let places: Map<string, CallPlace> | undefined;
+  for (const call of calls) {
+    if (call.kind !== 'call' || call.limits === undefined) continue;
+    places ??= new Map();
+    places.set(call.id, { turn: turnKey(state, message), step: state.activeStep });
+  }
+  return places;
 }
 
 /**
  * The session as it stands if every running call fails: what is known for sure, and what
- * decisions are judged on.
+ * decisions are judged on (its `pending` left out).
  */
 export function settledState(
   plan: OrchestrationPlan,
   state: OrchestrationState,
   context: TransitionContext,
 ): OrchestrationState {
-  return state.pending === undefined ? state : settledView(plan, state, context).state;
+  if (state.pending === undefined) return state;
+  const known = settledView(plan, state, context).state;
+  return known === state ? { ...state, pending: undefined } : known;
 }
 
 /**
@@ -282,13 +314,20 @@ export function callIndex(state: OrchestrationState, toolCallId: string, running
  * is refused as `duplicate-call`, never run again.
  */
 export function hasSeen(state: OrchestrationState, toolCallId: string): boolean {
-  return state.toolCallIds?.includes(toolCallId) === true || callIndex(state, toolCallId) >= 0;
+  const ids = state.toolCallIds;
+  if (ids?.includes(toolCallId) === true) return true;
+  // Every reserved call's id is remembered as it is reserved: the log needs looking at only once
+  // the oldest ids have been dropped, when a long-running call's may be among them.
+  return (ids === undefined || ids.length >= TOOL_CALL_IDS_LIMIT) && callIndex(state, toolCallId) >= 0;
 }
 
-/** `state` remembering `toolCallId` among the latest ids it has seen. */
-export function rememberCallId(state: OrchestrationState, toolCallId: string): OrchestrationState {
+/**
+ * `state` remembering `toolCallId` among the latest ids it has seen (`unseen`: the caller knows
+ * it is not among them yet).
+ */
+export function rememberCallId(state: OrchestrationState, toolCallId: string, unseen = false): OrchestrationState {
   const ids = state.toolCallIds ?? [];
-  if (ids.includes(toolCallId)) return state;
+  if (!unseen && ids.includes(toolCallId)) return state;
   const kept = ids.length >= TOOL_CALL_IDS_LIMIT ? ids.slice(ids.length - TOOL_CALL_IDS_LIMIT + 1) : ids;
   return { ...state, toolCallIds: [...kept, toolCallId] };
 }

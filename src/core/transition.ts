@@ -316,7 +316,10 @@ function toolRequested(
   if (!decision.allowed && decision.waitFor !== undefined) return { state, decision };
   // An approval is used once, by the call it was asked for, however it is decided: a refused
   // call's approval must not outlive the id's place among the seen ones.
-  let current = spendApproval(rememberCallId(state, input.toolCallId), input.toolCallId);
+  // A call decided anew has an id the session has not seen (else it was refused as a repeat).
+  const repeat = !decision.allowed && decision.reason.code === 'duplicate-call';
+  const unseen = !repeat && !isRecordedCallOf(state, input);
+  let current = spendApproval(rememberCallId(state, input.toolCallId, unseen), input.toolCallId);
   if (decision.allowed) {
     const call: PendingEntry = {
       kind: 'call',
