@@ -65,9 +65,9 @@ export function transition(
   input: TransitionInput,
   context: TransitionContext,
 ): TransitionResult {
-  const events: OrchestrationEvent[] = [];
+  const events = takeScratch();
   const { state: next, decision } = apply(plan, state, input, context, events);
-  const emitted = events.length === 0 ? NO_EVENTS : events;
+  const emitted = giveBack(events);
   return decision === undefined ? { state: next, events: emitted } : { state: next, events: emitted, decision };
 }
 
@@ -83,15 +83,43 @@ export function transitionAll(
   context: TransitionContext,
 ): TransitionAllResult {
   let current = state;
-  const events: OrchestrationEvent[] = [];
+  const events = takeScratch();
   const decisions: (TransitionDecision | undefined)[] = new Array(inputs.length);
-  for (let i = 0; i < inputs.length; i++) {
-    const applied = apply(plan, current, inputs[i]!, context, events);
-    current = applied.state;
-    decisions[i] = applied.decision;
-    if (isRefusedMessage(applied.decision)) break;
+  try {
+    for (let i = 0; i < inputs.length; i++) {
+      const applied = apply(plan, current, inputs[i]!, context, events);
+      current = applied.state;
+      decisions[i] = applied.decision;
+      if (isRefusedMessage(applied.decision)) break;
+    }
+  } catch (error) {
+    giveBack(events);
+    throw error;
   }
-  return { state: current, events: events.length === 0 ? NO_EVENTS : events, decisions };
+  return { state: current, events: giveBack(events), decisions };
+}
+
+/**
+ * One list the transitions collect events in, replaced only when it is handed out: most inputs
+ * emit nothing, and they run for every step and call of every turn. A transition started while
+ * one is under way (a custom condition that calls into a manager) gets a list of its own.
+ */
+let scratch: OrchestrationEvent[] | undefined = [];
+
+function takeScratch(): OrchestrationEvent[] {
+  const list = scratch ?? [];
+  scratch = undefined;
+  return list;
+}
+
+/** The events collected in `list` as a result (the list itself, or the shared empty one), and the scratch list back. */
+function giveBack(list: OrchestrationEvent[]): readonly OrchestrationEvent[] {
+  if (list.length === 0) {
+    scratch = list;
+    return NO_EVENTS;
+  }
+  scratch = [];
+  return list;
 }
 
 /** True for the decision of a user message the session did not take. */

@@ -56,19 +56,23 @@ export class CallWaits {
 
   /**
    * Registers `flush`, which writes what a turn holds of the session's call endings, to run when
-   * a request starts waiting on the session. Returns the function that unregisters it.
+   * a request starts waiting on the session; {@link release} unregisters it.
    */
-  hold(sessionId: string, flush: () => void): () => void {
+  hold(sessionId: string, flush: () => void): void {
     let set = this.#holders.get(sessionId);
     if (set === undefined) {
       set = new Set();
       this.#holders.set(sessionId, set);
     }
     set.add(flush);
-    return () => {
-      set.delete(flush);
-      if (set.size === 0 && this.#holders.get(sessionId) === set) this.#holders.delete(sessionId);
-    };
+  }
+
+  /** Unregisters a flush {@link hold} registered. */
+  release(sessionId: string, flush: () => void): void {
+    const set = this.#holders.get(sessionId);
+    if (set === undefined) return;
+    set.delete(flush);
+    if (set.size === 0) this.#holders.delete(sessionId);
   }
 
   /** The session was written by this process: its waiters ask again. */

@@ -606,13 +606,20 @@ export class Turn {
       this.flush().catch((error: unknown) => this.#onError(error));
       return;
     }
-    this.#unhold ??= waits.hold(this.#sessionId, () => {
+    this.#flushOnDemand ??= () => {
       if (this.#buffer.length > 0) this.flush().catch((error: unknown) => this.#onError(error));
-    });
+    };
+    if (!this.#holding) {
+      this.#holding = true;
+      waits.hold(this.#sessionId, this.#flushOnDemand);
+    }
   }
 
-  /** Unregisters the flush {@link #ended} registered, once nothing of the turn waits to be written. */
-  #unhold: (() => void) | undefined;
+  /** The flush {@link #ended} registers: made once per turn. */
+  #flushOnDemand: (() => void) | undefined;
+
+  /** True while the flush {@link #ended} registered is registered (until nothing waits to be written). */
+  #holding = false;
 
   /**
    * The reserved call's outcome is unknown (sent on, then cancelled or never answered): released
@@ -759,14 +766,14 @@ export class Turn {
 
   #written(batch: readonly TransitionInput[], applied: AppliedInputs): AppliedInputs {
     this.#wrote = true;
+    if (this.#holding && this.#buffer.length === 0) {
+      this.#holding = false;
+      waitsOf(this.#manager).release(this.#sessionId, this.#flushOnDemand!);
+    }
     this.#retryMs = FIRST_RETRY_MS;
     if (this.#retry !== undefined && !this.#holdsEndings()) {
       clearTimeout(this.#retry);
       this.#retry = undefined;
-    }
-    if (this.#unhold !== undefined && this.#buffer.length === 0) {
-      this.#unhold();
-      this.#unhold = undefined;
     }
     // Writes of one turn may overlap (a lease renewal while a tool is requested): keep the newest.
     if (this.#stored === undefined || applied.state.version >= this.#stored.version) this.#stored = applied.state;
