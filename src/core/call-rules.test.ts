@@ -440,6 +440,19 @@ describe('rules on calls: hostile input', () => {
       reason: { code: 'rule' },
     });
   });
+
+  it('judges the JSON as sent: a tool that merges its input with Object.assign sees keys the rule did not', () => {
+    const guarded = session(
+      withRules([{ tools: ['delete_file'], when: 'has(args.admin)', effect: 'deny', reason: 'No admin flag' }]),
+    );
+    const input = JSON.parse('{"path": "/srv/x", "__proto__": {"admin": true}}');
+    // For the rule, "__proto__" is a key like any other, and there is no key "admin".
+    expect(guarded.request('delete_file', 'a', input)).toMatchObject({ allowed: true });
+    // The tool's own merge goes through the __proto__ setter: "admin" now reads true (the
+    // warning of docs/behaviour.md, Rules on calls).
+    expect((Object.assign({}, input) as { admin?: boolean }).admin).toBe(true);
+    expect(guarded.request('delete_file', 'b', { path: '/srv/x', admin: true })).toMatchObject({ allowed: false });
+  });
 });
 
 describe('rules on calls: validation', () => {
