@@ -4,7 +4,8 @@
  * `@modelcontextprotocol/server-everything`, spawned over stdio), names them by server, keeps only
  * what the template lists, and hands their annotations to `orchestrate()`, so that the step's
  * `@readOnly` judges them. The model is a scripted one that tries a hidden tool, a tool that is
- * not read-only, a denied one and one out of sequence: none of them reaches the server. No network, no API key:
+ * not read-only, a denied one, one out of sequence and a call a rule refuses: none of them
+ * reaches the server. No network, no API key:
  * `npm run example -- examples/mcp-tools.ts` in a clone.
  */
 import { fileURLToPath } from 'node:url';
@@ -28,6 +29,14 @@ const template = {
         // Read-only tools only, judged by what each tool declares; never get-env.
         availableTools: { allowed: ['@readOnly'], denied: ['everything__get-env'] },
         sequence: ['everything__echo', 'everything__get-sum'],
+      },
+    ],
+    rules: [
+      {
+        tools: ['everything__echo'],
+        when: "args.message.contains('password')",
+        effect: 'deny' as const,
+        reason: 'Never repeat a password',
       },
     ],
   },
@@ -54,6 +63,7 @@ try {
         { toolName: 'everything__get-sum', input: { a: 1, b: 1 } }, // out of sequence
       ],
     },
+    { toolCalls: [{ toolName: 'everything__echo', input: { message: 'hello, my password is hunter2' } }] }, // a rule
     { toolCalls: [{ toolName: 'everything__echo', input: { message: 'hello' } }] },
     { toolCalls: [{ toolName: 'everything__get-sum', input: { a: 2, b: 3 } }] },
     { text: 'Said hello; 2 + 3 = 5.' },
@@ -68,9 +78,17 @@ try {
   });
   const result = await generateText({ model, messages, stopWhen: isStepCount(8), ...orchestration });
   await orchestration.settled();
+  // Refusals come in two shapes: scan for both.
   for (const part of result.steps.flatMap((step) => step.content)) {
     if (part.type === 'tool-result') console.log(`  ran ${part.toolName}: ${JSON.stringify(part.output)}`);
+    // A tool the step does not offer (or no tool of that name): the AI SDK refuses the call
+    // itself, before any hook, as a tool error.
     if (part.type === 'tool-error') console.log(`  refused ${part.toolName}: ${String(part.error).split('.')[0]}`);
+    // A call of an offered tool that the orchestration refuses (a rule, a limit, the sequence):
+    // an automatic denial through the approval hook, with the reason; no tool-error.
+    if (part.type === 'tool-approval-response' && !part.approved) {
+      console.log(`  denied ${part.toolCall.toolName}: ${part.reason}`);
+    }
   }
   console.log(result.text);
 

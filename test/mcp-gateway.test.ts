@@ -3,8 +3,8 @@
  * over stdio, as a desktop client runs it. The disk is the witness: a refused write leaves no file.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
@@ -401,6 +401,106 @@ describe('requests and notifications between the upstream and the client', () =>
       await gateway.client.sendRootsListChanged();
       await expect.poll(allowed, { timeout: 10_000 }).toContain(second);
       expect(await allowed()).not.toContain(first);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});
+
+describe('a rule that keeps writes in one folder', () => {
+  /** Every file under `dir`, relative to it. */
+  const filesUnder = (dir: string): string[] =>
+    readdirSync(dir, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(dir, join(entry.parentPath, entry.name)))
+      .sort();
+
+  /** A work folder with `allowed/` and the folders a write may try to reach. */
+  function workWithFolders(): { dir: string; allowed: string } {
+    const dir = workDir();
+    for (const folder of ['allowed/sub', 'allowed/%2e%2e', 'other', 'allowedX']) {
+      mkdirSync(join(dir, folder), { recursive: true });
+    }
+    return { dir, allowed: join(dir, 'allowed') };
+  }
+
+  const confinedTo = (when: string) =>
+    templateFile({
+      id: 'confined',
+      tools: ['write_file'],
+      orchestration: {
+        rules: [{ tools: ['write_file'], when, effect: 'deny', reason: 'Write only under allowed/' }],
+        steps: [],
+      },
+    });
+
+  it('with startsWith, lets allowed/../other through: the upstream writes other/x.txt', async () => {
+    const { dir, allowed } = workWithFolders();
+    const gateway = await connectStdio([
+      confinedTo(`!args.path.startsWith('${allowed}/')`),
+      '--',
+      FILESYSTEM_SERVER,
+      dir,
+    ]);
+    try {
+      const result = await gateway.client.callTool({
+        name: 'write_file',
+        arguments: { path: `${allowed}/../other/x.txt`, content: 'escaped' },
+      });
+      expect(result.isError).toBeFalsy();
+      expect(filesUnder(dir)).toEqual(['other/x.txt']);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+
+  it('with isWithinPath, refuses every way out through .., // and ./, and writes encoded names as names', async () => {
+    const { dir, allowed } = workWithFolders();
+    const gateway = await connectStdio([
+      confinedTo(`!args.path.isWithinPath('${allowed}')`),
+      '--',
+      FILESYSTEM_SERVER,
+      dir,
+    ]);
+    const write = (path: string) => gateway.client.callTool({ name: 'write_file', arguments: { path, content: path } });
+    try {
+      for (const path of [
+        `${allowed}/../other/a.txt`,
+        `${allowed}//../other/b.txt`,
+        `${allowed}/./../other/c.txt`,
+        `${allowed}/sub/../../other/d.txt`,
+        `${dir}/allowedX/e.txt`,
+        `${dir}/f.txt`,
+      ]) {
+        const result = await write(path);
+        expect(result.isError, path).toBe(true);
+        expect(textOf(result), path).toBe(
+          'Tool "write_file" was not run: Write only under allowed/. Allowed tools now: write_file.',
+        );
+      }
+      for (const path of [
+        `${allowed}/g.txt`,
+        `${dir}//allowed//h.txt`,
+        `${dir}/./allowed/./i.txt`,
+        `${allowed}/sub/../j.txt`,
+        // Filesystems do not decode %2e%2e: a folder of that name inside allowed/, and a file name.
+        `${allowed}/%2e%2e/k.txt`,
+        `${allowed}/%2e%2e%2fother%2fl.txt`,
+      ]) {
+        expect((await write(path)).isError, path).toBeFalsy();
+      }
+      // The disk: nothing outside allowed/, everything inside where its path says.
+      expect(filesUnder(dir)).toEqual(
+        [
+          'allowed/%2e%2e/k.txt',
+          'allowed/%2e%2e%2fother%2fl.txt',
+          'allowed/g.txt',
+          'allowed/h.txt',
+          'allowed/i.txt',
+          'allowed/j.txt',
+        ].sort(),
+      );
+      expect(readFileSync(join(allowed, 'h.txt'), 'utf8')).toBe(`${dir}//allowed//h.txt`);
     } finally {
       await gateway.close();
     }

@@ -9,6 +9,7 @@ import { latestUserMessage } from './messages.js';
 import { expressionProblemFor, MAX_LIST_LENGTH } from './rules.js';
 import type { OrchestrationConfig, Rule } from './schema.js';
 import { createState, type OrchestrationState } from './state.js';
+import { assertState } from './state-check.js';
 import { explain, type StepDecision, type ToolDecision, type TransitionInput, transition } from './transition.js';
 import { validateOrchestration } from './validate-template.js';
 
@@ -251,6 +252,75 @@ describe('rules on calls: limits', () => {
     expect(s.call('search', 'd')).toMatchObject({ allowed: true });
     expect(s.state.counts?.['rules[0]']?.at).toHaveLength(2);
   });
+
+  it('keeps a rolling window in at most 61 buckets, whatever its max, over 100,000 calls', () => {
+    for (const max of [2_000, 1_000_000]) {
+      const s = session(withRules([{ tools: ['search'], limit: { max, per: '1d' }, reason: 'Enough for today' }]));
+      // Calls 0 to 86.4 s apart (43.2 s on average: 2,000 a day), the same on every run.
+      let seed = 7;
+      const next = () => {
+        seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
+        return seed / 2 ** 32;
+      };
+      let allowed = 0;
+      let largest = 0;
+      s.tick(1_700_000_000_000); // times of today's length
+      for (let i = 0; i < 100_000; i++) {
+        s.tick(Math.floor(next() * 86_400));
+        if (s.call('search', `c${i}`).allowed) allowed++;
+        if (i % 1_000 === 999) largest = Math.max(largest, JSON.stringify(s.state.counts).length);
+      }
+      const count = s.state.counts!['rules[0]']!;
+      expect(count.at!.length).toBeLessThanOrEqual(61);
+      expect(count.calls).toHaveLength(count.at!.length);
+      // Measured: 1,077 characters of JSON (61 bucket times and counts); with one time per
+      // call, as before the buckets, over 20,000.
+      expect(largest).toBeLessThan(1_200);
+      // The bucketed count still lets the session go on at its pace: a tight limit refuses a
+      // few calls (more than it would with the exact times, never fewer), a loose one none.
+      if (max === 2_000) expect(allowed).toBeGreaterThan(90_000);
+      else expect(allowed).toBe(100_000);
+    }
+  }, 60_000);
+
+  it('reads the counts of a window stored before its buckets (one time per call), and buckets them from then on', () => {
+    const plan = compileOrchestration(
+      withRules([{ tools: ['search'], limit: { max: 3, per: '1h' }, reason: 'Three an hour' }]),
+    );
+    const now = 1_700_000_000_000;
+    // As a store or a token kept it before: the exact time of each of the window's calls.
+    const stored: OrchestrationState = JSON.parse(
+      JSON.stringify({
+        ...createState('s', now - 3_600_000),
+        counts: { 'rules[0]': { n: 3, at: [now - 3_599_000, now - 60_000, now - 1_000] } },
+      }),
+    );
+    expect(assertState(stored)).toBe(stored);
+    const at = (time: number) => ({ now: time, message: m1, leaseMs: 60_000 });
+    const request = (state: OrchestrationState, id: string, time: number) =>
+      transition(plan, state, { type: 'tool-requested', tool: 'search', toolCallId: id, agentTools: TOOLS }, at(time));
+    // All three are in the hour: refused, with the count they make.
+    expect(request(stored, 'a', now).decision).toMatchObject({ reason: { code: 'limit', used: 3 } });
+    // Once the oldest is out of it, a call runs, and the count is kept in buckets from then on.
+    const later = now + 1_000;
+    const reserved = request(stored, 'b', later);
+    expect(reserved.decision).toMatchObject({ allowed: true });
+    const { state } = transition(plan, reserved.state, { type: 'tool-completed', toolCallId: 'b' }, at(later));
+    const count = state.counts!['rules[0]']!;
+    // Buckets of a minute (an hour's 60th): the call of a minute ago has its own, the two of
+    // this minute share one; each counted as made at the end of its minute, never earlier.
+    const endOfMinute = (t: number) => Math.floor(t / 60_000) * 60_000 + 59_999;
+    expect(endOfMinute(now - 1_000)).toBe(endOfMinute(later));
+    expect(count).toEqual({ n: 3, at: [endOfMinute(now - 60_000), endOfMinute(later)], calls: [1, 2] });
+    expect(request(state, 'c', later).decision).toMatchObject({ reason: { code: 'limit', used: 3 } });
+  });
+
+  it('refuses a stored window count whose buckets and counts do not pair up, naming the field', () => {
+    const state = { ...createState('s', 0), counts: { 'rules[0]': { n: 2, at: [5, 9], calls: [2] } } };
+    expect(() => assertState(state)).toThrow(/state\.counts.*as many calls as at/);
+    expect(() => assertState({ ...state, counts: { 'rules[0]': { n: 2, calls: [2] } } })).toThrow(/state\.counts/);
+    expect(assertState({ ...state, counts: { 'rules[0]': { n: 3, at: [5, 9], calls: [2, 1] } } })).toBeDefined();
+  });
 });
 
 describe('rules on calls: approvals are bound', () => {
@@ -369,6 +439,19 @@ describe('rules on calls: hostile input', () => {
       allowed: false,
       reason: { code: 'rule' },
     });
+  });
+
+  it('judges the JSON as sent: a tool that merges its input with Object.assign sees keys the rule did not', () => {
+    const guarded = session(
+      withRules([{ tools: ['delete_file'], when: 'has(args.admin)', effect: 'deny', reason: 'No admin flag' }]),
+    );
+    const input = JSON.parse('{"path": "/srv/x", "__proto__": {"admin": true}}');
+    // For the rule, "__proto__" is a key like any other, and there is no key "admin".
+    expect(guarded.request('delete_file', 'a', input)).toMatchObject({ allowed: true });
+    // The tool's own merge goes through the __proto__ setter: "admin" now reads true (the
+    // warning of docs/behaviour.md, Rules on calls).
+    expect((Object.assign({}, input) as { admin?: boolean }).admin).toBe(true);
+    expect(guarded.request('delete_file', 'b', { path: '/srv/x', admin: true })).toMatchObject({ allowed: false });
   });
 });
 

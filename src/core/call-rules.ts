@@ -303,8 +303,10 @@ export function usedCount(
       // and every such call would find the count at 0.
       return count.key === turnKey(state, message) ? count.n : 0;
     case 'window': {
+      // Each bucket counts while the time its calls are counted as made (`at`) is in the window.
+      const at = count.at ?? [];
       let n = 0;
-      for (const at of count.at ?? []) if (at > now - period.ms) n++;
+      for (let i = 0; i < at.length; i++) if (at[i]! > now - period.ms) n += count.calls?.[i] ?? 1;
       return n;
     }
     default:
@@ -328,7 +330,7 @@ export function countCall(
   message: MessageInfo | undefined,
   now: number,
 ): OrchestrationState {
-  let counts: Record<string, { n: number; key?: string; at?: number[] }> | undefined;
+  let counts: NonNullable<OrchestrationState['counts']> | undefined;
   for (const id of ids) {
     const rule = plan.rule(id);
     const limit = rule?.limit;
@@ -341,15 +343,64 @@ export function countCall(
       const key = turnKey(state, message);
       counts[id] = { n: previous?.key === key ? previous.n + 1 : 1, key };
     } else if (period.kind === 'window') {
-      const recent = (previous?.at ?? []).filter((at) => at > now - period.ms);
-      recent.push(now);
-      const at = recent.slice(-Math.max(1, limit.max));
-      counts[id] = { n: at.length, at };
+      counts[id] = windowCount(previous, now, period.ms);
     } else {
       counts[id] = { n: (previous?.n ?? 0) + 1 };
     }
   }
   return counts === undefined ? state : { ...state, counts };
+}
+
+/**
+ * How many buckets a rolling window's count is kept in. The state keeps at most one more (see
+ * {@link windowCount}), so its size does not depend on the limit's `max` nor on how many calls
+ * the session made.
+ */
+export const WINDOW_BUCKETS = 60;
+
+/**
+ * A rolling window's count of `ms` with one more call made at `now`: the calls of the window,
+ * in buckets of 1/{@link WINDOW_BUCKETS} of it (at least 1 ms), on slots of that width counted
+ * from the epoch. A bucket's `at` is the last millisecond of its slot: its calls are counted as
+ * made then, at most one bucket's width after they were, never before, so a call counts for at
+ * least as long as the window says and no window ever holds more than `max` calls. How long a
+ * call counts depends on its own time only (not on the other calls of its bucket), so a call
+ * that commits later never counts for a shorter time.
+ *
+ * `previous` may be of a state stored before the buckets (`at` the exact time of each call, no
+ * `calls`): each time falls in its slot like a new call, so such a count carries over, and is
+ * bucketed on its first new call.
+ */
+function windowCount(
+  previous: NonNullable<OrchestrationState['counts']>[string] | undefined,
+  now: number,
+  ms: number,
+): { n: number; at: number[]; calls: number[] } {
+  const width = Math.max(1, Math.ceil(ms / WINDOW_BUCKETS));
+  // Bucket ends by slot; a window has at most WINDOW_BUCKETS + 1 slots with calls in it.
+  const buckets = new Map<number, number>();
+  const add = (time: number, calls: number) => {
+    const end = (Math.floor(time / width) + 1) * width - 1;
+    buckets.set(end, (buckets.get(end) ?? 0) + calls);
+  };
+  const kept = previous?.at ?? [];
+  for (let i = 0; i < kept.length; i++) {
+    // Already rounded up, or an exact time of the old format: rounding again only rounds up.
+    if (kept[i]! > now - ms) add(kept[i]!, previous?.calls?.[i] ?? 1);
+  }
+  add(now, 1);
+  const ends = [...buckets.keys()].sort((a, b) => a - b);
+  const calls = ends.map((end) => buckets.get(end)!);
+  // More buckets than a window holds only when clocks went back or the template's window
+  // changed: the oldest bucket's calls join the next one, counted as made later (never earlier).
+  while (ends.length > WINDOW_BUCKETS + 1) {
+    ends.shift();
+    calls[1]! += calls[0]!;
+    calls.shift();
+  }
+  let n = 0;
+  for (const c of calls) n += c;
+  return { n, at: ends, calls };
 }
 
 /** `after` without the counts of per-step limits when its active step is not `before`'s. */
@@ -359,7 +410,7 @@ export function resetStepCounts(
   after: OrchestrationState,
 ): OrchestrationState {
   if (after.counts === undefined || before.activeStep === after.activeStep) return after;
-  let counts: Record<string, { n: number; key?: string; at?: number[] }> | undefined;
+  let counts: NonNullable<OrchestrationState['counts']> | undefined;
   for (const id of Object.keys(after.counts)) {
     if (plan.rule(id)?.limit?.period.kind !== 'step') continue;
     counts ??= { ...after.counts };

@@ -12,11 +12,14 @@
  * (re2js, linear time, the syntax the CEL spec gives it), not on the evaluator's JavaScript
  * `RegExp`, whose backtracking a crafted input can make take exponential time (`'^(a+)+$'`
  * against forty `a`s and a `!`); its pattern is written in the rule (a string literal, checked
- * when the template loads), so no input chooses the regex.
+ * when the template loads), so no input chooses the regex. Paths have two functions of their
+ * own, `normalizePath()` and `isWithinPath(folder)` (`rule-paths.ts`): comparing a path's text
+ * lets `..` through.
  */
 import { Environment, type ObjectSchema } from '@marcbachmann/cel-js';
 import { RE2JS } from 're2js';
 import { RuleEvaluationError } from './rule-evaluation-error.js';
+import { isPathWithin, normalizePath } from './rule-paths.js';
 
 /** Longest `when` expression, in characters. */
 export const MAX_EXPRESSION_LENGTH = 2_000;
@@ -53,6 +56,15 @@ const base = new Environment({ limits: LIMITS, homogeneousAggregateLiterals: fal
   .registerVariable('tool', 'string', { description: 'The name of the tool called' })
   .registerVariable('context', 'map', { description: 'What the caller passes with the turn' })
   .registerVariable({ name: 'state', schema: STATE_SCHEMA, description: "The session's orchestration state" });
+// Paths as a filesystem reads them (see `rule-paths.ts`): on `base`, so that the check against a
+// tool's input schema knows them as well as the evaluation does.
+base
+  .registerFunction('string.normalizePath(): string', normalizePath, {
+    description: 'The path with `.`, `..` and repeated `/` resolved (POSIX, lexical: no symlinks)',
+  })
+  .registerFunction('string.isWithinPath(string): bool', isPathWithin, {
+    description: 'Whether the path, normalised, is the folder or inside it',
+  });
 /**
  * The method that `matches()` is evaluated as: the evaluator's own `matches` uses JavaScript's
  * backtracking `RegExp` and cannot be replaced, so a rule's expression is evaluated with its

@@ -99,7 +99,12 @@ export function assertState(value: unknown, path = 'state'): OrchestrationState 
     failField(path, s, 'pending', 'an array of pending log entries (call, message, used or counted)');
   }
   if (s.counts !== undefined && !isCounts(s.counts)) {
-    failField(path, s, 'counts', 'an object of limit counts ({ n, key?, at? }) by rule id');
+    failField(
+      path,
+      s,
+      'counts',
+      'an object of limit counts ({ n, key?, at?, calls? }, with as many calls as at) by rule id',
+    );
   }
   if (
     s.approvals !== undefined &&
@@ -191,7 +196,10 @@ function isCounts(value: unknown): boolean {
       c !== null &&
       isCount(c.n) &&
       (c.key === undefined || typeof c.key === 'string') &&
-      (c.at === undefined || (Array.isArray(c.at) && c.at.every(isCount)))
+      (c.at === undefined || (Array.isArray(c.at) && c.at.every(isCount))) &&
+      // A window's buckets: one count per bucket time.
+      (c.calls === undefined ||
+        (Array.isArray(c.calls) && Array.isArray(c.at) && c.calls.length === c.at.length && c.calls.every(isCount)))
     );
   });
 }

@@ -58,10 +58,12 @@ export interface OrchestrationState {
   agentId?: string;
   /**
    * Committed calls counted by each limit rule, by rule id (`rules[0]`, `steps[2].rules[1]`):
-   * `n` calls; `key`, the user message of the turn a per-turn count belongs to; `at`, the commit
-   * times of the latest calls of a rolling window (at most the limit's `max`).
+   * `n` calls; `key`, the user message of the turn a per-turn count belongs to. A rolling window
+   * keeps its calls in buckets (at most 61, whatever the limit's `max`): `at`, the time each
+   * bucket's calls are counted as made (the end of its slot, ascending), and `calls`, how many
+   * calls each holds. States stored before the buckets have no `calls`: each `at` is one call.
    */
-  counts?: Record<string, { n: number; key?: string; at?: number[] }>;
+  counts?: Record<string, { n: number; key?: string; at?: number[]; calls?: number[] }>;
   /**
    * Approvals a person was asked for and that were not answered or used yet (at most
    * {@link APPROVALS_LIMIT}): the call id, its tool, a digest of its input (computed by the shell),

@@ -16,8 +16,11 @@ import { tool } from 'ai';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { compileOrchestration } from '../core/compile.js';
+import { latestUserMessage } from '../core/messages.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { APPROVALS_LIMIT, createState, type OrchestrationState, TOOL_CALL_IDS_LIMIT } from '../core/state.js';
+import { transition } from '../core/transition.js';
 import { MAX_CALL_ID_LENGTH } from '../orchestration/turn.js';
 import { decodeStateToken, encodeStateToken } from '../stores/state-token.js';
 import { ScriptedModel } from '../testing/scripted-model.js';
@@ -173,6 +176,52 @@ describe('state tokens and the request header limit', () => {
     expect(v1Length(state, now + state.ttl)).toBeGreaterThan(MAX_STATE_TOKEN_LENGTH + 2000);
     expect(token.length).toBeLessThan(MAX_STATE_TOKEN_LENGTH - 4000);
   });
+
+  it('carries a session under a rolling-window limit of 2,000 a day through 100,000 calls within the budget', () => {
+    // The state a stateless session carries, made by the transition the server runs, with a
+    // hosted provider's ids; it goes through a token and back every 100 calls, as it would
+    // through requests (one per call would take a minute here, and change nothing).
+    const plan = compileOrchestration({
+      rules: [{ tools: ['search'], limit: { max: 2_000, per: '1d' }, reason: 'Enough for today' }],
+      steps: [{ name: 'Work', isDefault: true }],
+    });
+    const message = latestUserMessage([{ role: 'user', content: 'search all day', id: 'm1' }]);
+    let now = Date.UTC(2026, 0, 5);
+    const at = () => ({ now, message, leaseMs: 60_000 });
+    let state = transition(plan, createState(crypto.randomUUID(), now), { type: 'user-message' }, at()).state;
+    let longest = 0;
+    let allowed = 0;
+    // About as fast as the limit lets calls through: 2,000 a day, 43.2 s apart on average.
+    const gaps = noise('gaps', 100_000);
+    for (let i = 0; i < 100_000; i++) {
+      now += Math.floor((gaps[i]! / 255) * 86_400);
+      const id = hostedId(`window ${i}`);
+      const requested = transition(
+        plan,
+        state,
+        { type: 'tool-requested', tool: 'search', toolCallId: id, agentTools: ['search'] },
+        at(),
+      );
+      state = requested.state;
+      if (requested.decision?.type === 'tool' && requested.decision.allowed) {
+        allowed++;
+        state = transition(plan, state, { type: 'tool-completed', toolCallId: id }, at()).state;
+      }
+      if (i % 100 === 99) {
+        const token = encodeStateToken(state, { keys: [KEY], now: () => now });
+        longest = Math.max(longest, token.length);
+        state = decodeStateToken(token, { keys: [KEY], now: () => now });
+      }
+    }
+    expect(allowed).toBeGreaterThan(90_000); // the limit refused some, and the session went on
+    // Measured: at most 7,721 characters, the same from the first day on, of which the window's
+    // count takes about 520; with the time of every call of the window kept, the token passed
+    // the budget after about 1,050 calls.
+    expect(longest).toBeLessThan(MAX_STATE_TOKEN_LENGTH);
+    expect(state.counts?.['rules[0]']?.at?.length).toBeLessThanOrEqual(61);
+    const withoutCounts = encodeStateToken({ ...state, counts: undefined }, { keys: [KEY], now: () => now });
+    expect(encodeStateToken(state, { keys: [KEY], now: () => now }).length - withoutCounts.length).toBeLessThan(700);
+  }, 120_000);
 
   it('refuses, with an error that says what to do, to issue a token no request could carry back', async () => {
     // A session at the bounds: 256 remembered call ids of the longest length kept as they are,
