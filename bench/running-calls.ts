@@ -126,7 +126,6 @@ function time(config: OrchestrationConfig, state: OrchestrationState, callArgs: 
   return Number(process.hrtime.bigint() - start) / 1_000 / calls;
 }
 
-
 const results: Record<string, Record<number, number | 'refused'>> = {};
 for (const name of TEMPLATES) {
   const template = templates[name];
