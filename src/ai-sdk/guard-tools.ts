@@ -12,6 +12,7 @@ import { callIdKey, releaseEvents, requestNow } from '../orchestration/turn.js';
 import { isResumedCall } from './approval-history.js';
 import type { RuntimeContext } from './orchestrate-types.js';
 import { SPREAD_LAST, ToolRejectedError } from './orchestration-errors.js';
+import { resultOf } from './tool-results.js';
 import type { TurnHooks } from './turn-hooks.js';
 
 /** The guarded tools of the turn of `hooks` (see the module comment). */
@@ -49,8 +50,11 @@ export function guardTools<TOOLS extends ToolSet, RUNTIME_CONTEXT extends Runtim
             throw error;
           }
           // Buffered: written with the next update. A store failure then is reported
-          // (onError, settled()) and never turns this result into an error for the model.
-          hooks.turn.completed(toolCallId);
+          // (onError, settled()) and never turns this result into an error for the model. The
+          // result goes with it when the template's facts or labels may read it.
+          const { plan } = hooks;
+          if (plan.facts.length + plan.labels.length === 0) hooks.turn.completed(toolCallId);
+          else hooks.turn.completed(toolCallId, { result: resultOf(original, output), args: input });
           return output;
         });
         // Under a durable engine the next call is decided once this one ran: a crash leaves one

@@ -79,6 +79,26 @@ function judgeTool(
   return { denial: refused, waitFor: after, shadow, limits, conditional };
 }
 
+/** What a request tells the rules about its call. */
+function callFacts(call: ToolCallRequest, context: TransitionContext): CallFacts {
+  return {
+    toolCallId: call.toolCallId,
+    args: call.args,
+    argsDigest: call.argsDigest,
+    approved: call.approved === true,
+    context: context.ruleContext,
+  };
+}
+
+/** The inputs of a request under a plan without rules: never read (no rule judges them). */
+const NO_INPUTS = new RuleInputs({
+  toolCallId: '',
+  args: undefined,
+  argsDigest: undefined,
+  approved: false,
+  context: undefined,
+});
+
 /** A refusal of `call` for `reason`, with what the model may call instead. */
 export function refusal(call: ToolCallRequest, reason: ToolDenial, allowedTools: readonly string[]): ToolDecision {
   return { type: 'tool', tool: call.tool, toolCallId: call.toolCallId, allowed: false, reason, allowedTools };
@@ -130,14 +150,9 @@ export function decideCall(
     preset = notOffered(tool, call.offered);
     alternatives = call.offered;
   }
-  const facts: CallFacts = {
-    toolCallId,
-    args: call.args,
-    argsDigest: call.argsDigest,
-    approved: call.approved === true,
-    context: context.ruleContext,
-  };
-  const judged = judgeTool(plan, view, tool, agentTools, preset, new RuleInputs(facts), context);
+  // What rules read of the call; nothing to read without rules (most templates: no allocation).
+  const inputs = plan.hasRules ? new RuleInputs(callFacts(call, context)) : NO_INPUTS;
+  const judged = judgeTool(plan, view, tool, agentTools, preset, inputs, context);
   if (judged.waitFor.length > 0) {
     const reason = pendingDenial(tool, runningNames(view, judged.waitFor), call.waited);
     if (call.waited !== undefined) return refusal(call, reason, alternatives ?? instead());

@@ -62,6 +62,7 @@ import {
   type UpstreamConnection,
   type UpstreamSpec,
 } from './gateway-upstream.js';
+import { mcpResultValue } from './mcp-result.js';
 
 /** Default bound of one upstream call (ms); progress notifications restart it. */
 export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
@@ -668,7 +669,9 @@ export class GatewaySession {
     }
     // A tool error result is a tool that failed: released, not recorded, as a tool that throws.
     if (result.isError === true) turn.failed(reserved);
-    else turn.completed(reserved);
+    else if (plan.facts.length + plan.labels.length === 0) turn.completed(reserved);
+    // The template's facts and labels read the result as its structured content or its JSON text.
+    else turn.completed(reserved, { result: mcpResultValue(result), args });
     await this.#settle(turn);
     return result;
   }

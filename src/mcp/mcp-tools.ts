@@ -24,8 +24,10 @@
  */
 import type { MCPClient } from '@ai-sdk/mcp';
 import type { Tool, ToolSet } from 'ai';
+import { readResultsWith } from '../ai-sdk/tool-results.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { type DeclaredTool, selectTools, type ToolAnnotations } from '../core/tool-annotations.js';
+import { mcpResultValue } from './mcp-result.js';
 
 /** One server's tools: an `@ai-sdk/mcp` client (its `tools()` is called), or the tool set `tools()` returned. */
 export type McpToolSource = Pick<MCPClient, 'tools'> | ToolSet;
@@ -123,8 +125,11 @@ export async function mcpTools(
   const toolAnnotations = new Map<string, ToolAnnotations>();
   const declaredBy = new Map(declared.map((t) => [t.name, t.annotations]));
   for (const name of kept) {
-    tools[name] = all[name]!;
+    const tool = all[name]!;
+    tools[name] = tool;
     toolAnnotations.set(name, declaredBy.get(name) ?? {});
+    // Facts and labels read an MCP result as the gateway does, not as a raw CallToolResult.
+    readResultsWith(tool, mcpResultValue);
   }
   return { tools, toolAnnotations: interned(toolAnnotations) };
 }

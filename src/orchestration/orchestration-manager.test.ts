@@ -439,6 +439,38 @@ describe('every entry point feeds the same inputs', () => {
     expect((await manager.getState('w'))?.recentlyUsedTools).toEqual(['search', 'summarize']);
   });
 
+  it('completeTool(…, { result }) sets facts; a delete racing the listing it depends on waits for it', async () => {
+    const manager = createOrchestrationManager();
+    const config: OrchestrationConfig = {
+      facts: [{ name: 'listed', tools: ['list_items'], value: 'result.ids', keep: 'union' }],
+      rules: [
+        { tools: ['delete_item'], when: '!(args.id in state.facts.listed)', effect: 'deny', reason: 'Listed only' },
+      ],
+      steps: [],
+    };
+    const tools = ['list_items', 'delete_item'];
+    const messages = user('clean up');
+    await manager.requestTool(config, messages, 'f', { tool: 'list_items', toolCallId: 'l1', agentTools: tools });
+    // Two deletes sent while the listing runs: both wait for it, then are judged on what it returned.
+    const kept = manager.requestTool(config, messages, 'f', {
+      tool: 'delete_item',
+      toolCallId: 'd1',
+      agentTools: tools,
+      args: { id: 'a' },
+    });
+    const gone = manager.requestTool(config, messages, 'f', {
+      tool: 'delete_item',
+      toolCallId: 'd2',
+      agentTools: tools,
+      args: { id: 'z' },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await manager.completeTool(config, messages, 'f', 'l1', { result: { ids: ['a', 'b'] } });
+    expect(await kept).toMatchObject({ allowed: true });
+    expect(await gone).toMatchObject({ allowed: false, reason: { code: 'rule', message: 'Listed only' } });
+    expect((await manager.getStateManager().getState('f'))?.facts).toEqual({ listed: { value: ['a', 'b'] } });
+  });
+
   it('a turn of another agent is refused with a SessionRefusedError, and nothing is written', async () => {
     const manager = createOrchestrationManager();
     const turn = new Turn({ manager, config: research, sessionId: 'owned', agentTools, agentId: 'a' });

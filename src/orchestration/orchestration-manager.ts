@@ -524,15 +524,20 @@ export class OrchestrationManager {
     return toolCallIds.filter((_, i) => decisions[i]?.type === 'lease' && !decisions[i].held);
   }
 
-  /** Commits a reserved call that completed (history, sequence, step selection). */
+  /**
+   * Commits a reserved call that completed (history, sequence, step selection). With `outcome`,
+   * what it returned (`result`) and its input (`args`): the template's facts and labels are set
+   * from them as it commits (SPEC section 11).
+   */
   async completeTool(
     config: OrchestrationSource,
     messages: readonly ChatMessage[] | undefined,
     sessionId: string,
     toolCallId: string,
+    outcome: { result?: unknown; args?: unknown } = {},
   ): Promise<OrchestrationState> {
     assertToolCallId(toolCallId);
-    const input: TransitionInput = { type: 'tool-completed', toolCallId };
+    const input: TransitionInput = { type: 'tool-completed', toolCallId, result: outcome.result, args: outcome.args };
     return (await this.apply(config, messageOf(messages), sessionId, [input])).state;
   }
 

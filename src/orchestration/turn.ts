@@ -98,6 +98,14 @@ export interface CallInput {
   readonly approved?: boolean | undefined;
 }
 
+/** What a completed call returned and was given, for the template's facts and labels. */
+export interface CallOutcome {
+  /** What the tool returned (an MCP call: its structured content, else its text as JSON, else its text). */
+  readonly result?: unknown;
+  /** The call's input. */
+  readonly args?: unknown;
+}
+
 /** A model step's orchestration, and the state it was decided on. */
 export interface TurnStep {
   readonly decision: StepDecision;
@@ -578,10 +586,19 @@ export class Turn {
     this.#buffer.push({ type: 'approval-denied', toolCallId });
   }
 
-  /** The reserved call completed: committed with the next write. */
-  completed(toolCallId: string): void {
+  /**
+   * The reserved call completed: committed with the next write. With `outcome`, what it returned
+   * (`result`) and its input (`args`), for the template's facts and labels (SPEC section 11).
+   */
+  completed(toolCallId: string, outcome?: CallOutcome): void {
     if (this.#replayedSettled.has(toolCallId)) return; // a replay of a call that was recorded already
-    this.#buffer.push({ type: 'tool-completed', toolCallId });
+    // The result is kept until the write only when a fact or label may read it.
+    const reads = outcome !== undefined && this.#plan.facts.length + this.#plan.labels.length > 0;
+    this.#buffer.push(
+      reads
+        ? { type: 'tool-completed', toolCallId, result: outcome.result, args: outcome.args }
+        : { type: 'tool-completed', toolCallId },
+    );
     this.#ended();
   }
 
