@@ -94,7 +94,11 @@ export interface McpGatewayOptions {
    * the HTTP API). Default 0: only this session's own calls announce changes.
    */
   watchMs?: number | undefined;
-  /** Environment of spawned upstreams (default: this process's). */
+  /**
+   * Environment spawned upstreams start from (default: this process's), without the lower-case
+   * `npm_*` variables npm and npx set for the gateway when they launched it: they describe how
+   * the gateway was started, and would tell an upstream started with `npx` to run something else.
+   */
   env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Where spawned upstreams' stderr goes (default `inherit`). */
   upstreamStderr?: 'inherit' | 'ignore' | undefined;
