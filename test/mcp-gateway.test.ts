@@ -147,6 +147,18 @@ describe('baton mcp over stdio, in front of the reference filesystem server', ()
     ).toEqual(['w1.txt', 'w2.txt', 'w3.txt']);
     expect(readFileSync(join(dir, 'w2.txt'), 'utf8')).toBe('2');
   });
+
+  it('relays an error of the upstream once, as the upstream said it', async () => {
+    // The filesystem server serves no resources: it answers -32601, and the client reads that
+    // once, as it would from the server directly (the SDK's client prefixes what it receives).
+    const direct = new Client({ name: 'direct', version: '1' });
+    await direct.connect(new StdioClientTransport({ command: FILESYSTEM_SERVER, args: [dir], stderr: 'ignore' }));
+    const theirs = await direct.listResources().catch((error: Error) => error.message);
+    await direct.close();
+    expect(theirs).toBe('MCP error -32601: Method not found');
+    await expect(gateway.client.listResources()).rejects.toThrow(/^MCP error -32601: Method not found$/);
+    await expect(gateway.client.listPrompts()).rejects.toThrow(/^MCP error -32601: Method not found$/);
+  });
 });
 
 describe('baton mcp refuses what it cannot honour, at start', () => {

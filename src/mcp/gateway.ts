@@ -556,13 +556,20 @@ export class GatewaySession {
     });
     // Everything else goes to the upstream that serves it. The SDK's server answers
     // logging/setLevel itself when it declares logging: here the upstreams must hear it.
-    server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
+    server.fallbackRequestHandler = (request, extra) =>
+      this.#passThrough(request as Request, extra).catch((error: unknown) => {
+        throw relayed(error);
+      });
     // What the client announces (its roots changed, say) is the upstreams' to hear.
     server.fallbackNotificationHandler = async (notification) => {
       await Promise.allSettled(this.#upstreams.map((upstream) => upstream.client.notification(notification)));
     };
     if (this.#capabilities().logging !== undefined) {
-      server.setRequestHandler(SetLevelRequestSchema, (request, extra) => this.#setLevel(request, extra));
+      server.setRequestHandler(SetLevelRequestSchema, (request, extra) =>
+        this.#setLevel(request, extra).catch((error: unknown) => {
+          throw relayed(error);
+        }),
+      );
     }
   }
 
@@ -838,6 +845,33 @@ function isUnanswered(error: unknown): boolean {
   return (
     error instanceof McpError && (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed)
   );
+}
+
+/**
+ * A JSON-RPC error as the gateway answers it to the client: the code, message and data it came
+ * with. The SDK's server sends an error's `message` as it is, and its client puts
+ * `MCP error <code>: ` before the message it receives, so an {@link McpError} (the upstream's, as
+ * the gateway's client read it, or the gateway's own) passed on unchanged would reach the client
+ * as `MCP error -32601: MCP error -32601: Method not found`.
+ */
+class RelayedError extends Error {
+  readonly code: number;
+  readonly data: unknown;
+
+  constructor(code: number, message: string, data: unknown) {
+    super(message);
+    this.name = 'RelayedError';
+    this.code = code;
+    this.data = data;
+  }
+}
+
+/** `error` as the client should read it: an {@link McpError} without the prefix the SDK's client added (see {@link RelayedError}). */
+function relayed(error: unknown): unknown {
+  if (!(error instanceof McpError)) return error;
+  const prefix = `MCP error ${error.code}: `;
+  const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+  return new RelayedError(error.code, message, error.data);
 }
 
 function toolError(text: string): CallToolResult {
