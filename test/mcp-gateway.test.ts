@@ -161,6 +161,50 @@ describe('baton mcp over stdio, in front of the reference filesystem server', ()
   });
 });
 
+describe('a client of a gateway with --watch', () => {
+  it('hears one tools/list_changed per change of its tools, and none before any', async () => {
+    const dir = workDir();
+    const template = templateFile({
+      id: 'watched-alone',
+      tools: ['list_directory', 'write_file'],
+      orchestration: {
+        steps: [
+          {
+            name: 'First',
+            isDefault: true,
+            sequence: ['list_directory'],
+            availableTools: { allowed: ['list_directory', 'write_file'] },
+          },
+        ],
+      },
+    });
+    let changes = 0;
+    const gateway = await connectStdio([template, '--watch', '20', '--', FILESYSTEM_SERVER, dir], {
+      onClient: (client) =>
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+          changes++;
+        }),
+    });
+    try {
+      // Several re-reads happen before the client first lists its tools: nothing changed.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      expect(changes).toBe(0);
+      await gateway.client.callTool({ name: 'list_directory', arguments: { path: dir } });
+      await expect.poll(() => changes).toBe(1);
+      // Many more re-reads: the change was told once.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(changes).toBe(1);
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual([
+        'write_file',
+        'list_directory',
+      ]);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+});
+
 describe('baton mcp refuses what it cannot honour, at start', () => {
   it('names the steps of a template that depends on user messages', () => {
     const file = templateFile({

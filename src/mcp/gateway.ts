@@ -317,6 +317,14 @@ export class GatewaySession {
   #turn: Turn | undefined;
   /** The tools the client was last told of: a change is announced with `tools/list_changed`. */
   #advertised: string | undefined;
+  /**
+   * Numbers the reads that judge the tool list (a `tools/list`, a re-read, a call's write), in
+   * the order they start, and the latest one whose answer was taken: a read that started before
+   * a newer one was taken ended late with a state since replaced, and is dropped, or the client
+   * would be told of the old set and then of the new one again.
+   */
+  #reads = 0;
+  #judged = 0;
   /** A call changed the session while others ran: the last one to end announces the tools. */
   #owed = false;
   #queue: { message: JSONRPCMessage; extra: unknown }[] = [];
@@ -407,8 +415,11 @@ export class GatewaySession {
     await this.#refreshTools();
     // Claims the session for the template's agent (the session routes show it as one of its
     // sessions), and refuses a session of another agent before anything runs.
-    await this.#turn!.begin();
+    const begun = await this.#turn!.begin();
     if (this.#closed) return; // its upstreams were closed with it
+    // What the client will be offered at its first tools/list: a re-read (--watch) that finds the
+    // same set before the client lists has nothing to announce.
+    this.#advertised = this.#allowedOn(begun).join('\n');
     const server = new Server(
       { name: 'baton-mcp-gateway', version: this.gateway.version },
       { capabilities: this.#capabilities(), ...this.#instructions() },
@@ -534,8 +545,12 @@ export class GatewaySession {
 
   #install(server: Server): void {
     server.setRequestHandler(ListToolsRequestSchema, async () => {
+      const read = ++this.#reads;
       const allowed = await this.allowedTools();
-      this.#advertised = allowed.join('\n');
+      if (read > this.#judged) {
+        this.#judged = read;
+        this.#advertised = allowed.join('\n');
+      }
       return { tools: allowed.map((name) => this.#tools.get(name)!.tool) };
     });
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
@@ -598,7 +613,10 @@ export class GatewaySession {
   async #announce(state?: OrchestrationState): Promise<void> {
     const server = this.#server;
     if (server === undefined || this.#closed) return;
+    const read = ++this.#reads;
     const allowed = (state === undefined ? await this.allowedTools() : this.#allowedOn(state)).join('\n');
+    if (read < this.#judged) return;
+    this.#judged = read;
     if (allowed === this.#advertised) return;
     this.#advertised = allowed;
     await server.sendToolListChanged().catch((error: unknown) => this.gateway.reportError(error));
