@@ -41,6 +41,7 @@ interface McpFlags {
   sessionIdle?: number;
   watch?: number;
   maxSessions?: number;
+  trustAnnotationChanges?: boolean;
 }
 
 /** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
@@ -105,6 +106,10 @@ export function mcpCommand(context: CliContext): Command {
         integer('--max-sessions', 1),
       ),
     )
+    .option(
+      '--trust-annotation-changes',
+      "take an upstream's later re-declaration of a tool's annotations even when it widens what the template allows (default: a session judges each tool by what it first declared, and ignores such a change)",
+    )
     .addHelpText(
       'after',
       '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
@@ -157,6 +162,7 @@ export function mcpCommand(context: CliContext): Command {
         manager,
         callTimeoutMs: flags.callTimeout,
         watchMs: flags.watch,
+        trustAnnotationChanges: flags.trustAnnotationChanges === true,
         env: context.env,
         version: '0.1.0',
         onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),

@@ -52,11 +52,13 @@ import type { OrchestrationManager } from '../orchestration/orchestration-manage
 import { rejectionMessage } from '../orchestration/rejection-message.js';
 import { callIdKey, Turn } from '../orchestration/turn.js';
 import type { TurnLimiter } from '../server/turn-limiter.js';
+import { hintsOf, sameHints, widening, withHints } from './gateway-annotations.js';
 import { routeMany } from './gateway-routing.js';
 import { messageDependencies } from './gateway-template.js';
 import {
   checkUpstreams,
   connectUpstream,
+  describeUpstream,
   listUpstreamTools,
   messageOf,
   type UpstreamConnection,
@@ -102,12 +104,23 @@ export interface McpGatewayOptions {
   env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Where spawned upstreams' stderr goes (default `inherit`). */
   upstreamStderr?: 'inherit' | 'ignore' | undefined;
-  /** Receives failures no client request can be told of (a store write after a call, an upstream that closed). */
+  /**
+   * Receives what no client request can be told of, for the operator: failures (a store write
+   * after a call, an upstream that closed) and what the gateway did about them or instead of
+   * what an upstream asked (a restart, an ignored re-declaration of a tool's annotations).
+   */
   onError?: ((error: unknown) => void) | undefined;
   /** Reported to clients as the server's version. */
   version?: string | undefined;
   /** Admission control of tool calls (`baton serve`'s turn limiter): a call waits for a slot. */
   limiter?: TurnLimiter | undefined;
+  /**
+   * Take every re-declaration of a tool's annotations an upstream makes mid-session (default
+   * false): a session judges each tool by what it first declared, and ignores a later
+   * declaration that would let the template offer or allow the tool more (an upstream that
+   * re-declares a writing tool read-only would widen a `@readOnly` template as it pleased).
+   */
+  trustAnnotationChanges?: boolean | undefined;
 }
 
 /** Options of {@link McpGateway.connect}. */
@@ -177,6 +190,11 @@ export class McpGateway {
   /** @internal */
   get watchMs(): number {
     return this.#options.watchMs ?? 0;
+  }
+
+  /** @internal */
+  get trustAnnotationChanges(): boolean {
+    return this.#options.trustAnnotationChanges === true;
   }
 
   /** @internal */
@@ -311,6 +329,10 @@ export class GatewaySession {
   #upstreams: UpstreamConnection[] = [];
   #tools = new Map<string, ExposedTool>();
   #agentTools: readonly string[] = [];
+  /** The hints each tool is judged by in this session (see {@link GatewaySession.#judge}), kept for the session's life. */
+  readonly #pinned = new Map<string, ToolAnnotations>();
+  /** Tools whose ignored re-declaration the operator was told of. */
+  readonly #ignoredRedeclarations = new Set<string>();
   /** The template compiled with what the upstream tools declare (annotation selectors). */
   #plan: OrchestrationPlan | undefined;
   #annotationsKey = '';
@@ -516,10 +538,10 @@ export class GatewaySession {
   }
 
   async #refreshTools(): Promise<void> {
-    this.#tools = await this.gateway.listTools(this.#upstreams);
+    this.#tools = this.#judge(await this.gateway.listTools(this.#upstreams));
     const tools = declared(this.#tools);
     const selected = selectTools(this.gateway.template, tools);
-    const annotations = new Map<string, ToolAnnotations>(tools.map((tool) => [tool.name, tool.annotations ?? {}]));
+    const annotations = new Map<string, ToolAnnotations>(tools.map((tool) => [tool.name, hintsOf(tool.annotations)]));
     const key = JSON.stringify([...annotations]);
     if (
       this.#turn === undefined ||
@@ -541,6 +563,40 @@ export class GatewaySession {
       });
       this.#plan = this.#turn.plan;
     }
+  }
+
+  /**
+   * The listed tools as this session judges them: each by the hints it declared when the session
+   * first saw it, or by a later declaration that widens nothing (gateway-annotations.ts). A tool
+   * whose re-declaration is ignored is offered with the hints it is judged by, and the operator
+   * hears of it once per tool.
+   */
+  #judge(listed: Map<string, ExposedTool>): Map<string, ExposedTool> {
+    for (const [name, exposed] of listed) {
+      const declaredNow = hintsOf(exposed.tool.annotations);
+      const pinned = this.#pinned.get(name);
+      if (pinned === undefined || this.gateway.trustAnnotationChanges || sameHints(pinned, declaredNow)) {
+        this.#pinned.set(name, declaredNow);
+        continue;
+      }
+      const where = widening(this.gateway.template, name, pinned, declaredNow);
+      if (where === undefined) {
+        this.#pinned.set(name, declaredNow);
+        continue;
+      }
+      listed.set(name, {
+        ...exposed,
+        tool: { ...exposed.tool, annotations: withHints(exposed.tool.annotations, pinned) },
+      });
+      if (this.#ignoredRedeclarations.has(name)) continue;
+      this.#ignoredRedeclarations.add(name);
+      this.gateway.reportError(
+        new Error(
+          `session "${this.sessionId}": upstream "${describeUpstream(exposed.upstream.spec)}" re-declared tool "${name}" as ${JSON.stringify(declaredNow)} after ${JSON.stringify(pinned)}; ignored, as it would widen what ${where} lets the tool do: the session goes on judging the tool by what it first declared (--trust-annotation-changes takes such changes)`,
+        ),
+      );
+    }
+    return listed;
   }
 
   #install(server: Server): void {
