@@ -109,6 +109,8 @@ export interface UpstreamConnection {
   readonly client: Client;
   /** The prefix of its tools' downstream names (`github__`), or '' for a single unnamed upstream. */
   readonly prefix: string;
+  /** True while requests can be sent to it (its client is connected). */
+  readonly available: boolean;
 }
 
 /** Options of {@link connectUpstream}. */
@@ -158,7 +160,14 @@ export async function connectUpstream(
       `could not connect to the upstream MCP server "${describeUpstream(spec)}": ${messageOf(error)}`,
     );
   }
-  return { spec, client, prefix: prefixed ? `${spec.name}${QUALIFIER}` : '' };
+  return {
+    spec,
+    client,
+    prefix: prefixed ? `${spec.name}${QUALIFIER}` : '',
+    get available() {
+      return client.transport !== undefined;
+    },
+  };
 }
 
 /** Every tool of an upstream (all pages). */
