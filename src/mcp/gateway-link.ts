@@ -130,6 +130,7 @@ export class UpstreamLink implements UpstreamConnection {
     return this.#state === 'up' && this.#client.transport !== undefined;
   }
 
+  /** What it is doing now (see {@link LinkState}). */
   get state(): LinkState {
     return this.#state;
   }
