@@ -147,6 +147,62 @@ describe('baton mcp over stdio, in front of the reference filesystem server', ()
     ).toEqual(['w1.txt', 'w2.txt', 'w3.txt']);
     expect(readFileSync(join(dir, 'w2.txt'), 'utf8')).toBe('2');
   });
+
+  it('relays an error of the upstream once, as the upstream said it', async () => {
+    // The filesystem server serves no resources: it answers -32601, and the client reads that
+    // once, as it would from the server directly (the SDK's client prefixes what it receives).
+    const direct = new Client({ name: 'direct', version: '1' });
+    await direct.connect(new StdioClientTransport({ command: FILESYSTEM_SERVER, args: [dir], stderr: 'ignore' }));
+    const theirs = await direct.listResources().catch((error: Error) => error.message);
+    await direct.close();
+    expect(theirs).toBe('MCP error -32601: Method not found');
+    await expect(gateway.client.listResources()).rejects.toThrow(/^MCP error -32601: Method not found$/);
+    await expect(gateway.client.listPrompts()).rejects.toThrow(/^MCP error -32601: Method not found$/);
+  });
+});
+
+describe('a client of a gateway with --watch', () => {
+  it('hears one tools/list_changed per change of its tools, and none before any', async () => {
+    const dir = workDir();
+    const template = templateFile({
+      id: 'watched-alone',
+      tools: ['list_directory', 'write_file'],
+      orchestration: {
+        steps: [
+          {
+            name: 'First',
+            isDefault: true,
+            sequence: ['list_directory'],
+            availableTools: { allowed: ['list_directory', 'write_file'] },
+          },
+        ],
+      },
+    });
+    let changes = 0;
+    const gateway = await connectStdio([template, '--watch', '20', '--', FILESYSTEM_SERVER, dir], {
+      onClient: (client) =>
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+          changes++;
+        }),
+    });
+    try {
+      // Several re-reads happen before the client first lists its tools: nothing changed.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+      expect(changes).toBe(0);
+      await gateway.client.callTool({ name: 'list_directory', arguments: { path: dir } });
+      await expect.poll(() => changes).toBe(1);
+      // Many more re-reads: the change was told once.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(changes).toBe(1);
+      expect((await gateway.client.listTools()).tools.map((tool) => tool.name)).toEqual([
+        'write_file',
+        'list_directory',
+      ]);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
 });
 
 describe('baton mcp refuses what it cannot honour, at start', () => {

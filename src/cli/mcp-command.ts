@@ -41,6 +41,7 @@ interface McpFlags {
   sessionIdle?: number;
   watch?: number;
   maxSessions?: number;
+  trustAnnotationChanges?: boolean;
 }
 
 /** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
@@ -105,9 +106,23 @@ export function mcpCommand(context: CliContext): Command {
         integer('--max-sessions', 1),
       ),
     )
+    .option(
+      '--trust-annotation-changes',
+      "take an upstream's later re-declaration of a tool's annotations even when it widens what the template allows (default: a session judges each tool by what it first declared, and ignores such a change)",
+    )
     .addHelpText(
       'after',
-      '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
+      [
+        '',
+        'Upstreams: each session starts its own. One that exits (or a URL one that stops answering) is',
+        'restarted after 100 ms, the wait doubling up to 10 s while it keeps failing; after 8 failures',
+        'within a minute the session gives up on it. Meanwhile its tools are not offered (the client',
+        'gets tools/list_changed when they go and come back) and calls of them are answered with why;',
+        'stderr says what happened, naming the session and the upstream. A spawned upstream gets this',
+        "process's environment without the npm_* variables npm and npx set for baton itself.",
+        '',
+      ].join('\n') +
+        '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
     )
     .action(async (templatePath: string, command: string[], flags: McpFlags) => {
       const fail = (message: string) => {
@@ -157,6 +172,7 @@ export function mcpCommand(context: CliContext): Command {
         manager,
         callTimeoutMs: flags.callTimeout,
         watchMs: flags.watch,
+        trustAnnotationChanges: flags.trustAnnotationChanges === true,
         env: context.env,
         version: '0.1.0',
         onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),

@@ -189,6 +189,9 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   };
   options.signal?.addEventListener('abort', () => void close(), { once: true });
   options.say(`Baton MCP gateway listening on ${url}/mcp`);
-  options.say(`Tools: ${probe.offered.length} offered by the template at most, ${probe.hidden.length} hidden`);
+  // Counted on the list the upstreams gave now: sessions list them again, and see what changed since.
+  options.say(
+    `Tools in the upstreams' first list: ${probe.offered.length} offered by the template at most, ${probe.hidden.length} hidden`,
+  );
   return { url, gateway, closed, close };
 }

@@ -3,7 +3,8 @@
  * belongs to. Prompts are qualified like tools (`fs__review`) and lists are merged; a resource goes
  * to the upstream that listed its URI (else to each that serves resources, in order, until one
  * has it); completions follow their prompt or resource. With one upstream nothing is renamed and
- * every request goes there as it is.
+ * every request goes there as it is. An upstream that is restarting is left out of merged lists
+ * and of the search for a resource; a request meant for it alone is refused by `send`.
  */
 import { ErrorCode, McpError, type Request } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConnection } from './gateway-upstream.js';
@@ -16,6 +17,14 @@ type Feature = 'resources' | 'prompts' | 'completions' | 'logging';
 /** The upstreams that declare `feature`, in order. */
 function serving(upstreams: readonly UpstreamConnection[], feature: Feature): UpstreamConnection[] {
   return upstreams.filter((upstream) => upstream.client.getServerCapabilities()?.[feature] !== undefined);
+}
+
+/**
+ * The upstreams that declare `feature` and can be asked now: a merged list leaves out one that
+ * is restarting (its items come back with it) rather than failing for all.
+ */
+function servingNow(upstreams: readonly UpstreamConnection[], feature: Feature): UpstreamConnection[] {
+  return serving(upstreams, feature).filter((upstream) => upstream.available);
 }
 
 /** Every page of a list request's `key` items from one upstream. */
@@ -55,7 +64,7 @@ export async function routeMany(
   switch (request.method) {
     case 'prompts/list': {
       const lists = await Promise.all(
-        serving(upstreams, 'prompts').map(async (upstream) =>
+        servingNow(upstreams, 'prompts').map(async (upstream) =>
           (await listAll(upstream, request.method, 'prompts', send)).map((prompt) => ({
             ...(prompt as Record<string, unknown>),
             name: `${upstream.prefix}${(prompt as { name: string }).name}`,
@@ -73,7 +82,7 @@ export async function routeMany(
     case 'resources/templates/list': {
       const key = request.method === 'resources/list' ? 'resources' : 'resourceTemplates';
       const lists = await Promise.all(
-        serving(upstreams, 'resources').map(async (upstream) => {
+        servingNow(upstreams, 'resources').map(async (upstream) => {
           const items = await listAll(upstream, request.method, key, send);
           for (const item of items) {
             const uri = (item as { uri?: unknown }).uri;
@@ -91,7 +100,7 @@ export async function routeMany(
       const owner = owners.get(uri);
       if (owner !== undefined) return send(owner, request);
       let last: unknown = notFound(`resource "${uri}"`);
-      for (const upstream of serving(upstreams, 'resources')) {
+      for (const upstream of servingNow(upstreams, 'resources')) {
         try {
           const result = await send(upstream, request);
           owners.set(uri, upstream);

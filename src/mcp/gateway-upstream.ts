@@ -109,13 +109,18 @@ export interface UpstreamConnection {
   readonly client: Client;
   /** The prefix of its tools' downstream names (`github__`), or '' for a single unnamed upstream. */
   readonly prefix: string;
+  /** True while requests can be sent to it (its client is connected). */
+  readonly available: boolean;
 }
 
 /** Options of {@link connectUpstream}. */
 export interface ConnectUpstreamOptions {
   /** What the downstream client supports (roots, sampling, elicitation), declared upstream as ours. */
   capabilities?: ClientCapabilities | undefined;
-  /** Environment of a spawned upstream (default: this process's). */
+  /**
+   * Environment a spawned upstream starts from (default: this process's), without the variables
+   * npm and npx set for the process they launch (see {@link upstreamEnvironment}).
+   */
   env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Give up connecting after this long (ms). */
   timeoutMs: number;
@@ -144,7 +149,7 @@ export async function connectUpstream(
       : new StdioClientTransport({
           command: spec.command,
           args: [...spec.args],
-          env: definedEnv(options.env ?? process.env),
+          env: upstreamEnvironment(options.env ?? process.env),
           stderr: options.stderr ?? 'inherit',
         });
   try {
@@ -155,7 +160,14 @@ export async function connectUpstream(
       `could not connect to the upstream MCP server "${describeUpstream(spec)}": ${messageOf(error)}`,
     );
   }
-  return { spec, client, prefix: prefixed ? `${spec.name}${QUALIFIER}` : '' };
+  return {
+    spec,
+    client,
+    prefix: prefixed ? `${spec.name}${QUALIFIER}` : '',
+    get available() {
+      return client.transport !== undefined;
+    },
+  };
 }
 
 /** Every tool of an upstream (all pages). */
@@ -184,8 +196,24 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function definedEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+/** What the names of the variables npm and npx set for the processes they launch begin with (always lower case). */
+const LAUNCHER_PREFIX = 'npm_';
+
+/**
+ * The environment a spawned upstream gets from `env`: all of it (PATH, HOME, the user's own
+ * variables) but the ones npm and npx set for the process they launch, which are lower-case
+ * `npm_*` (`npm_config_*`, `npm_lifecycle_*`, `npm_package_*`, `npm_command`, `npm_execpath`…).
+ * Those say how the gateway was launched, not how the upstream should be: an upstream started
+ * with `npx` reads them as its own settings, and `npm_config_package=baton-agents`, left by
+ * `npx -p baton-agents baton mcp … -- npx -y <server>`, makes the inner npx look for a program
+ * named like the server instead of installing it. npm reads its settings from the environment
+ * in any case, so a user's own `NPM_CONFIG_REGISTRY` (upper case, as people write them) still
+ * reaches the upstream; so does anything the upstream command sets (`env npm_config_x=… npx …`).
+ */
+export function upstreamEnvironment(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
+  for (const [key, value] of Object.entries(env)) {
+    if (value !== undefined && !key.startsWith(LAUNCHER_PREFIX)) out[key] = value;
+  }
   return out;
 }

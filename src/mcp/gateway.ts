@@ -16,7 +16,11 @@
  *   reason the AI SDK loop gives;
  * - everything else (resources, prompts, completions, logging, progress, cancellation, requests
  *   from the upstream such as roots or sampling) is passed through with the SDK's own client and
- *   server, never hand-written JSON-RPC.
+ *   server, never hand-written JSON-RPC;
+ * - an upstream that goes away (a spawned one exits, a URL one stops answering) is restarted with
+ *   backoff by the session's {@link UpstreamLink}: its tools leave the list while it is down and
+ *   come back with it (the client hears of both), and what is sent to it meanwhile is answered
+ *   at once with why.
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -52,11 +56,14 @@ import type { OrchestrationManager } from '../orchestration/orchestration-manage
 import { rejectionMessage } from '../orchestration/rejection-message.js';
 import { callIdKey, Turn } from '../orchestration/turn.js';
 import type { TurnLimiter } from '../server/turn-limiter.js';
+import { hintsOf, sameHints, widening, withHints } from './gateway-annotations.js';
+import { type RestartPolicy, restartPolicy, UpstreamLink } from './gateway-link.js';
 import { routeMany } from './gateway-routing.js';
 import { messageDependencies } from './gateway-template.js';
 import {
   checkUpstreams,
   connectUpstream,
+  describeUpstream,
   listUpstreamTools,
   messageOf,
   type UpstreamConnection,
@@ -95,16 +102,37 @@ export interface McpGatewayOptions {
    * the HTTP API). Default 0: only this session's own calls announce changes.
    */
   watchMs?: number | undefined;
-  /** Environment of spawned upstreams (default: this process's). */
+  /**
+   * Environment spawned upstreams start from (default: this process's), without the lower-case
+   * `npm_*` variables npm and npx set for the gateway when they launched it: they describe how
+   * the gateway was started, and would tell an upstream started with `npx` to run something else.
+   */
   env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Where spawned upstreams' stderr goes (default `inherit`). */
   upstreamStderr?: 'inherit' | 'ignore' | undefined;
-  /** Receives failures no client request can be told of (a store write after a call, an upstream that closed). */
+  /**
+   * Receives what no client request can be told of, for the operator: failures (a store write
+   * after a call, an upstream that closed) and what the gateway did about them or instead of
+   * what an upstream asked (a restart, an ignored re-declaration of a tool's annotations).
+   */
   onError?: ((error: unknown) => void) | undefined;
   /** Reported to clients as the server's version. */
   version?: string | undefined;
   /** Admission control of tool calls (`baton serve`'s turn limiter): a call waits for a slot. */
   limiter?: TurnLimiter | undefined;
+  /**
+   * Take every re-declaration of a tool's annotations an upstream makes mid-session (default
+   * false): a session judges each tool by what it first declared, and ignores a later
+   * declaration that would let the template offer or allow the tool more (an upstream that
+   * re-declares a writing tool read-only would widen a `@readOnly` template as it pleased).
+   */
+  trustAnnotationChanges?: boolean | undefined;
+  /**
+   * How a session's upstream that went away (a spawned one exited, a URL one stopped answering)
+   * is connected again; default {@link DEFAULT_RESTART_POLICY} (100 ms doubling to 10 s, given up
+   * after 8 failures within a minute). Each field is a whole number of at least 1.
+   */
+  restart?: Partial<RestartPolicy> | undefined;
 }
 
 /** Options of {@link McpGateway.connect}. */
@@ -152,11 +180,14 @@ export class McpGateway {
   readonly agentId: string | undefined;
   readonly #options: McpGatewayOptions;
   readonly #sessions = new Set<GatewaySession>();
+  /** @internal */
+  readonly restartPolicy: RestartPolicy;
 
   constructor(options: McpGatewayOptions) {
     this.#options = options;
     this.template = options.template;
     this.upstreams = checkUpstreams(options.upstreams);
+    this.restartPolicy = restartPolicy(options.restart);
     this.manager = options.manager;
     const dependencies = messageDependencies(options.template);
     if (dependencies.length > 0) {
@@ -174,6 +205,11 @@ export class McpGateway {
   /** @internal */
   get watchMs(): number {
     return this.#options.watchMs ?? 0;
+  }
+
+  /** @internal */
+  get trustAnnotationChanges(): boolean {
+    return this.#options.trustAnnotationChanges === true;
   }
 
   /** @internal */
@@ -226,20 +262,8 @@ export class McpGateway {
     capabilities: ClientCapabilities,
     prepare: (client: Client, index: number) => void,
   ): Promise<UpstreamConnection[]> {
-    const prefixed = this.upstreams.length > 1;
     const settled = await Promise.allSettled(
-      this.upstreams.map((spec, index) =>
-        connectUpstream(spec, prefixed, {
-          capabilities,
-          env: this.#options.env,
-          stderr: this.#options.upstreamStderr,
-          // Starting an upstream is not a call: `npx -y` may download it first, so a tight
-          // --call-timeout (meant for tools/call) must not stop the gateway from starting.
-          timeoutMs: Math.max(this.callTimeoutMs, CONNECT_TIMEOUT_MS),
-          version: this.version,
-          prepare: (client) => prepare(client, index),
-        }),
-      ),
+      this.upstreams.map((_spec, index) => this.connectUpstream(index, capabilities, prepare)),
     );
     const failed = settled.find((result) => result.status === 'rejected');
     if (failed !== undefined) {
@@ -251,18 +275,28 @@ export class McpGateway {
     return settled.map((result) => (result as PromiseFulfilledResult<UpstreamConnection>).value);
   }
 
+  /** @internal Connects the upstream at `index` (at a session's start, or again after it went away). */
+  connectUpstream(
+    index: number,
+    capabilities: ClientCapabilities,
+    prepare: (client: Client, index: number) => void,
+  ): Promise<UpstreamConnection> {
+    return connectUpstream(this.upstreams[index]!, this.upstreams.length > 1, {
+      capabilities,
+      env: this.#options.env,
+      stderr: this.#options.upstreamStderr,
+      // Starting an upstream is not a call: `npx -y` may download it first, so a tight
+      // --call-timeout (meant for tools/call) must not stop the gateway from starting.
+      timeoutMs: Math.max(this.callTimeoutMs, CONNECT_TIMEOUT_MS),
+      version: this.version,
+      prepare: (client) => prepare(client, index),
+    });
+  }
+
   /** @internal Every upstream tool by its downstream name. */
   async listTools(upstreams: readonly UpstreamConnection[]): Promise<Map<string, ExposedTool>> {
     const lists = await Promise.all(upstreams.map((upstream) => listUpstreamTools(upstream, this.callTimeoutMs)));
-    const tools = new Map<string, ExposedTool>();
-    lists.forEach((list, i) => {
-      const upstream = upstreams[i]!;
-      for (const tool of list) {
-        const name = `${upstream.prefix}${tool.name}`;
-        if (!tools.has(name)) tools.set(name, { name, upstream, tool: { ...tool, name } });
-      }
-    });
-    return tools;
+    return exposedTools(upstreams, lists);
   }
 
   /** @internal */
@@ -285,6 +319,22 @@ export interface ExposedTool {
   readonly tool: Tool;
 }
 
+/** The tools of `lists` (one per upstream, in order) by their downstream names; the first upstream to list a name has it. */
+function exposedTools(
+  upstreams: readonly UpstreamConnection[],
+  lists: readonly (readonly Tool[])[],
+): Map<string, ExposedTool> {
+  const tools = new Map<string, ExposedTool>();
+  lists.forEach((list, i) => {
+    const upstream = upstreams[i]!;
+    for (const tool of list) {
+      const name = `${upstream.prefix}${tool.name}`;
+      if (!tools.has(name)) tools.set(name, { name, upstream, tool: { ...tool, name } });
+    }
+  });
+  return tools;
+}
+
 function declared(tools: ReadonlyMap<string, ExposedTool>) {
   return [...tools.values()].map(({ name, tool }) => ({ name, annotations: tool.annotations }));
 }
@@ -305,15 +355,29 @@ export class GatewaySession {
   /** Distinguishes this connection's request ids from another connection's on the same session. */
   readonly #connection = randomUUID().slice(0, 8);
   #server: Server | undefined;
-  #upstreams: UpstreamConnection[] = [];
+  #upstreams: UpstreamLink[] = [];
+  /** The log level the client last set, for an upstream that restarts. */
+  #logLevel: Request | undefined;
   #tools = new Map<string, ExposedTool>();
   #agentTools: readonly string[] = [];
+  /** The hints each tool is judged by in this session (see {@link GatewaySession.#judge}), kept for the session's life. */
+  readonly #pinned = new Map<string, ToolAnnotations>();
+  /** Tools whose ignored re-declaration the operator was told of. */
+  readonly #ignoredRedeclarations = new Set<string>();
   /** The template compiled with what the upstream tools declare (annotation selectors). */
   #plan: OrchestrationPlan | undefined;
   #annotationsKey = '';
   #turn: Turn | undefined;
   /** The tools the client was last told of: a change is announced with `tools/list_changed`. */
   #advertised: string | undefined;
+  /**
+   * Numbers the reads that judge the tool list (a `tools/list`, a re-read, a call's write), in
+   * the order they start, and the latest one whose answer was taken: a read that started before
+   * a newer one was taken ended late with a state since replaced, and is dropped, or the client
+   * would be told of the old set and then of the new one again.
+   */
+  #reads = 0;
+  #judged = 0;
   /** A call changed the session while others ran: the last one to end announces the tools. */
   #owed = false;
   #queue: { message: JSONRPCMessage; extra: unknown }[] = [];
@@ -400,12 +464,25 @@ export class GatewaySession {
       await Promise.allSettled(upstreams.map((upstream) => upstream.client.close()));
       return;
     }
-    this.#upstreams = upstreams;
+    this.#upstreams = upstreams.map(
+      (connection, index) =>
+        new UpstreamLink(connection, {
+          session: () => this.sessionId,
+          policy: this.gateway.restartPolicy,
+          connect: () => this.gateway.connectUpstream(index, forwarded, (client, at) => this.#prepare(client, at)),
+          onDown: () => this.#toolsChanged(),
+          onUp: (link) => this.#back(link),
+          report: (message) => this.gateway.reportError(new Error(message)),
+        }),
+    );
     await this.#refreshTools();
     // Claims the session for the template's agent (the session routes show it as one of its
     // sessions), and refuses a session of another agent before anything runs.
-    await this.#turn!.begin();
+    const begun = await this.#turn!.begin();
     if (this.#closed) return; // its upstreams were closed with it
+    // What the client will be offered at its first tools/list: a re-read (--watch) that finds the
+    // same set before the client lists has nothing to announce.
+    this.#advertised = this.#offered(this.#allowedOn(begun)).join('\n');
     const server = new Server(
       { name: 'baton-mcp-gateway', version: this.gateway.version },
       { capabilities: this.#capabilities(), ...this.#instructions() },
@@ -473,12 +550,35 @@ export class GatewaySession {
       await this.#server?.notification(notification);
     };
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      // A client replaced by a restart may still deliver what it read before it closed.
+      if (this.#upstreams[index]?.client !== client) return;
       await this.#refreshTools();
       await this.#announce();
     });
-    client.onclose = () => {
-      if (!this.#closed) this.gateway.reportError(new Error(`upstream ${index + 1} closed its connection`));
-    };
+    // When the upstream goes away is the session's UpstreamLink's to see (it sets onclose).
+  }
+
+  /**
+   * The tools on offer changed without a call of the session (an upstream went away or came
+   * back): the client hears of it now, or, while calls run, when the last one ends (see #settle).
+   */
+  #toolsChanged(): void {
+    if (this.#running.size > 0) {
+      this.#owed = true;
+      return;
+    }
+    this.#announce().catch((error: unknown) => this.gateway.reportError(error));
+  }
+
+  /** An upstream is back after a restart: its tools are listed again, and the client's log level is set there again. */
+  async #back(link: UpstreamLink): Promise<void> {
+    if (this.#logLevel !== undefined && link.client.getServerCapabilities()?.logging !== undefined) {
+      await link.client
+        .request(this.#logLevel, ResultSchema, { timeout: this.gateway.callTimeoutMs })
+        .catch((error: unknown) => this.gateway.reportError(error));
+    }
+    await this.#refreshTools();
+    this.#toolsChanged();
   }
 
   /** The capabilities the downstream client is told of: tools, and what the upstreams offer besides. */
@@ -501,11 +601,31 @@ export class GatewaySession {
     return instructions.length > 0 ? { instructions: instructions.join('\n\n') } : {};
   }
 
+  /**
+   * Lists the tools of every upstream that is up again (one that is down keeps what it listed
+   * last, so its tools stay known while they are not offered), then judges them.
+   */
   async #refreshTools(): Promise<void> {
-    this.#tools = await this.gateway.listTools(this.#upstreams);
+    await Promise.all(
+      this.#upstreams.map(async (link) => {
+        if (!link.available) return;
+        try {
+          link.tools = await listUpstreamTools(link, this.gateway.callTimeoutMs);
+        } catch (error) {
+          // Gone since (it restarts, and is listed again when it is back), or it answered wrongly.
+          if (await link.verify(error)) this.gateway.reportError(error);
+        }
+      }),
+    );
+    this.#tools = this.#judge(
+      exposedTools(
+        this.#upstreams,
+        this.#upstreams.map((link) => link.tools),
+      ),
+    );
     const tools = declared(this.#tools);
     const selected = selectTools(this.gateway.template, tools);
-    const annotations = new Map<string, ToolAnnotations>(tools.map((tool) => [tool.name, tool.annotations ?? {}]));
+    const annotations = new Map<string, ToolAnnotations>(tools.map((tool) => [tool.name, hintsOf(tool.annotations)]));
     const key = JSON.stringify([...annotations]);
     if (
       this.#turn === undefined ||
@@ -529,11 +649,49 @@ export class GatewaySession {
     }
   }
 
+  /**
+   * The listed tools as this session judges them: each by the hints it declared when the session
+   * first saw it, or by a later declaration that widens nothing (gateway-annotations.ts). A tool
+   * whose re-declaration is ignored is offered with the hints it is judged by, and the operator
+   * hears of it once per tool.
+   */
+  #judge(listed: Map<string, ExposedTool>): Map<string, ExposedTool> {
+    for (const [name, exposed] of listed) {
+      const declaredNow = hintsOf(exposed.tool.annotations);
+      const pinned = this.#pinned.get(name);
+      if (pinned === undefined || this.gateway.trustAnnotationChanges || sameHints(pinned, declaredNow)) {
+        this.#pinned.set(name, declaredNow);
+        continue;
+      }
+      const where = widening(this.gateway.template, name, pinned, declaredNow);
+      if (where === undefined) {
+        this.#pinned.set(name, declaredNow);
+        continue;
+      }
+      listed.set(name, {
+        ...exposed,
+        tool: { ...exposed.tool, annotations: withHints(exposed.tool.annotations, pinned) },
+      });
+      if (this.#ignoredRedeclarations.has(name)) continue;
+      this.#ignoredRedeclarations.add(name);
+      this.gateway.reportError(
+        new Error(
+          `session "${this.sessionId}": upstream "${describeUpstream(exposed.upstream.spec)}" re-declared tool "${name}" as ${JSON.stringify(declaredNow)} after ${JSON.stringify(pinned)}; ignored, as it would widen what ${where} lets the tool do: the session goes on judging the tool by what it first declared (--trust-annotation-changes takes such changes)`,
+        ),
+      );
+    }
+    return listed;
+  }
+
   #install(server: Server): void {
     server.setRequestHandler(ListToolsRequestSchema, async () => {
-      const allowed = await this.allowedTools();
-      this.#advertised = allowed.join('\n');
-      return { tools: allowed.map((name) => this.#tools.get(name)!.tool) };
+      const read = ++this.#reads;
+      const offered = this.#offered(await this.allowedTools());
+      if (read > this.#judged) {
+        this.#judged = read;
+        this.#advertised = offered.join('\n');
+      }
+      return { tools: offered.map((name) => this.#tools.get(name)!.tool) };
     });
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const call = this.#admitted(request.params, extra);
@@ -553,13 +711,21 @@ export class GatewaySession {
     });
     // Everything else goes to the upstream that serves it. The SDK's server answers
     // logging/setLevel itself when it declares logging: here the upstreams must hear it.
-    server.fallbackRequestHandler = (request, extra) => this.#passThrough(request as Request, extra);
+    server.fallbackRequestHandler = (request, extra) =>
+      this.#passThrough(request as Request, extra).catch((error: unknown) => {
+        throw relayed(error);
+      });
     // What the client announces (its roots changed, say) is the upstreams' to hear.
     server.fallbackNotificationHandler = async (notification) => {
-      await Promise.allSettled(this.#upstreams.map((upstream) => upstream.client.notification(notification)));
+      const up = this.#upstreams.filter((upstream) => upstream.available);
+      await Promise.allSettled(up.map((upstream) => upstream.client.notification(notification)));
     };
     if (this.#capabilities().logging !== undefined) {
-      server.setRequestHandler(SetLevelRequestSchema, (request, extra) => this.#setLevel(request, extra));
+      server.setRequestHandler(SetLevelRequestSchema, (request, extra) =>
+        this.#setLevel(request, extra).catch((error: unknown) => {
+          throw relayed(error);
+        }),
+      );
     }
   }
 
@@ -572,6 +738,14 @@ export class GatewaySession {
     const states = manager.getStateManager();
     const stored = await states.getState(this.sessionId);
     return this.#allowedOn(stored ?? createState(this.sessionId, states.clock(), states.ttl));
+  }
+
+  /**
+   * Of the tools the step allows, those the session can offer now: not those of an upstream that
+   * is down (they come back with it, and the client hears of both).
+   */
+  #offered(allowed: readonly string[]): readonly string[] {
+    return allowed.filter((name) => this.#tools.get(name)?.upstream.available !== false);
   }
 
   #allowedOn(state: OrchestrationState): readonly string[] {
@@ -588,7 +762,10 @@ export class GatewaySession {
   async #announce(state?: OrchestrationState): Promise<void> {
     const server = this.#server;
     if (server === undefined || this.#closed) return;
-    const allowed = (state === undefined ? await this.allowedTools() : this.#allowedOn(state)).join('\n');
+    const read = ++this.#reads;
+    const allowed = this.#offered(state === undefined ? await this.allowedTools() : this.#allowedOn(state)).join('\n');
+    if (read < this.#judged) return;
+    this.#judged = read;
     if (allowed === this.#advertised) return;
     this.#advertised = allowed;
     await server.sendToolListChanged().catch((error: unknown) => this.gateway.reportError(error));
@@ -635,11 +812,18 @@ export class GatewaySession {
       await this.#settle(turn);
       return toolError(`Tool "${name}" was not run: the upstream no longer offers it.`);
     }
+    const link = exposed.upstream as UpstreamLink;
+    if (!link.available) {
+      // Never sent: released, not counted, and the client reads why and that it may try again.
+      turn.failed(reserved);
+      await this.#settle(turn);
+      return toolError(`Tool "${name}" was not run: ${link.unavailable()}.`);
+    }
     let result: CallToolResult;
     const progress = progressRelay(extra);
     try {
       const { progressToken: _token, ...meta } = params._meta ?? {};
-      result = (await exposed.upstream.client.request(
+      result = (await link.client.request(
         {
           method: 'tools/call',
           params: {
@@ -662,10 +846,14 @@ export class GatewaySession {
       // client cancelled or left, the bound passed, the upstream closed) may still have run: it
       // is counted by its limit rules, or a client cancelling each call once sent would get past
       // them. One the upstream answered with an error (or garbage) failed, and is not.
-      if (extra.signal.aborted || isUnanswered(error)) turn.abandoned(reserved);
+      // A URL upstream that went away only fails its requests: it is checked before the call is
+      // counted, so a call it never answered counts as one.
+      const up = await link.verify(error);
+      if (extra.signal.aborted || isUnanswered(error) || !up) turn.abandoned(reserved);
       else turn.failed(reserved);
       await this.#settle(turn);
-      return toolError(`Tool "${name}" failed at the upstream MCP server: ${messageOf(error)}`);
+      const restarting = link.available ? '' : ` (${link.unavailable()})`;
+      return toolError(`Tool "${name}" failed at the upstream MCP server: ${messageOf(error)}${restarting}`);
     }
     // A tool error result is a tool that failed: released, not recorded, as a tool that throws.
     if (result.isError === true) turn.failed(reserved);
@@ -744,7 +932,11 @@ export class GatewaySession {
 
   /** The client's log level goes to every upstream that logs. */
   async #setLevel(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
-    const logging = this.#upstreams.filter((upstream) => upstream.client.getServerCapabilities()?.logging);
+    this.#logLevel = request;
+    // One that is restarting hears the level when it is back (#back).
+    const logging = this.#upstreams.filter(
+      (upstream) => upstream.available && upstream.client.getServerCapabilities()?.logging,
+    );
     await Promise.all(
       logging.map((upstream) =>
         upstream.client.request(request, ResultSchema, { signal: extra.signal, timeout: this.gateway.callTimeoutMs }),
@@ -756,15 +948,22 @@ export class GatewaySession {
   /** A request the gateway does not decide: to the upstream that serves it. */
   async #passThrough(request: Request, extra: RequestExtra): Promise<Record<string, unknown>> {
     const send = async (upstream: UpstreamConnection, forwarded: Request) => {
+      const link = upstream as UpstreamLink;
+      if (!link.available) throw new McpError(ErrorCode.InternalError, `${capitalized(link.unavailable())}.`);
       const progress = progressRelay(extra);
-      const result = await upstream.client.request(forwarded, ResultSchema, {
-        signal: extra.signal,
-        timeout: this.gateway.callTimeoutMs,
-        resetTimeoutOnProgress: true,
-        ...progress.options,
-      });
-      await progress.sent();
-      return result;
+      try {
+        const result = await link.client.request(forwarded, ResultSchema, {
+          signal: extra.signal,
+          timeout: this.gateway.callTimeoutMs,
+          resetTimeoutOnProgress: true,
+          ...progress.options,
+        });
+        await progress.sent();
+        return result;
+      } catch (error) {
+        await link.verify(error);
+        throw error;
+      }
     };
     if (this.#upstreams.length === 1) return send(this.#upstreams[0]!, request);
     return routeMany(this.#upstreams, request, this.#resourceOwners, send);
@@ -779,7 +978,7 @@ export class GatewaySession {
     this.#forget();
     // Closing the upstreams ends the calls running there; each is then released in the store
     // (not left to its lease) before the session lets go.
-    await Promise.allSettled(this.#upstreams.map((upstream) => upstream.client.close()));
+    await Promise.allSettled(this.#upstreams.map((upstream) => upstream.close()));
     await Promise.allSettled([...this.#running]);
     await (this.#server?.close() ?? this.#inner.close()).catch(() => undefined);
     this.#options.onClosed?.(this);
@@ -837,6 +1036,37 @@ function isUnanswered(error: unknown): boolean {
   return (
     error instanceof McpError && (error.code === ErrorCode.RequestTimeout || error.code === ErrorCode.ConnectionClosed)
   );
+}
+
+/**
+ * A JSON-RPC error as the gateway answers it to the client: the code, message and data it came
+ * with. The SDK's server sends an error's `message` as it is, and its client puts
+ * `MCP error <code>: ` before the message it receives, so an {@link McpError} (the upstream's, as
+ * the gateway's client read it, or the gateway's own) passed on unchanged would reach the client
+ * as `MCP error -32601: MCP error -32601: Method not found`.
+ */
+class RelayedError extends Error {
+  readonly code: number;
+  readonly data: unknown;
+
+  constructor(code: number, message: string, data: unknown) {
+    super(message);
+    this.name = 'RelayedError';
+    this.code = code;
+    this.data = data;
+  }
+}
+
+/** `error` as the client should read it: an {@link McpError} without the prefix the SDK's client added (see {@link RelayedError}). */
+function relayed(error: unknown): unknown {
+  if (!(error instanceof McpError)) return error;
+  const prefix = `MCP error ${error.code}: `;
+  const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+  return new RelayedError(error.code, message, error.data);
+}
+
+function capitalized(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 function toolError(text: string): CallToolResult {

@@ -13,6 +13,7 @@ export {
   McpGateway,
   type McpGatewayOptions,
 } from './gateway.js';
+export { DEFAULT_RESTART_POLICY, type RestartPolicy } from './gateway-link.js';
 export type { UpstreamSpec } from './gateway-upstream.js';
 export {
   type McpToolSource,

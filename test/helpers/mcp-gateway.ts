@@ -12,7 +12,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { validateTemplate } from '../../src/core/validate-template.js';
-import { McpGateway } from '../../src/mcp/gateway.js';
+import { McpGateway, type McpGatewayOptions } from '../../src/mcp/gateway.js';
 import type { OrchestrationManager } from '../../src/orchestration/orchestration-manager.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
@@ -161,6 +161,8 @@ export async function inProcessGateway(
   sessionId: string,
   /** The upstream to start instead of the filesystem server on `dir`. */
   upstream?: { command: string; args: string[]; env?: Record<string, string> },
+  /** More options of the gateway (its restart policy, where its messages go). */
+  options: Pick<McpGatewayOptions, 'restart' | 'onError' | 'watchMs' | 'trustAnnotationChanges'> = {},
 ): Promise<InProcessGateway> {
   const parsed = validateTemplate(template);
   if (!parsed.success) throw new Error(JSON.stringify(parsed.issues));
@@ -170,6 +172,7 @@ export async function inProcessGateway(
     ...(upstream?.env === undefined ? {} : { env: { ...process.env, ...upstream.env } }),
     manager,
     upstreamStderr: 'ignore',
+    ...options,
   });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await gateway.connect(serverSide, { sessionId });
