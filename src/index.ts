@@ -38,11 +38,22 @@ export {
 export type { OrchestrationEvent, OrchestrationEventType, ToolDenial } from './core/events.js';
 export { type ChatMessage, latestUserMessage, messageText } from './core/messages.js';
 export {
+  type CompiledPolicy,
+  compilePolicy,
+  type PolicyValidationResult,
+  parsePolicy,
+  validatePolicy,
+} from './core/policy.js';
+export {
   type AgentTemplate,
   type AvailableTools,
+  type Fact,
+  type Label,
   type LLMConfig,
   type OrchestrationConfig,
   type OrchestrationStep,
+  type Policy,
+  type PolicyRule,
   type SequencePosition,
   type StepCondition,
   templateJsonSchema,

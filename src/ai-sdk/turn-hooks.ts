@@ -260,7 +260,10 @@ export class TurnHooks<TOOLS extends ToolSet, RUNTIME_CONTEXT extends RuntimeCon
    * call's decision only for the same input; else nothing (a digest costs a serialization).
    */
   callInput(input: unknown, approved: boolean): CallInput {
-    if (this.plan.hasRules) return { args: input, argsDigest: inputDigest(input), approved };
+    // Rules read the input: the template's (and the operator's, in the plan), or the operator's
+    // limits across sessions, judged in their scopes.
+    const read = this.plan.hasRules || (this.manager.policy?.scopes.length ?? 0) > 0;
+    if (read) return { args: input, argsDigest: inputDigest(input), approved };
     return this.options.turnId !== undefined ? { argsDigest: inputDigest(input) } : NO_CALL_INPUT;
   }
 

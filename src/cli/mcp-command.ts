@@ -16,9 +16,11 @@ import {
   leaseOption,
   maxQueuedTurnsOption,
   maxTurnsOption,
+  policyOption,
   portNumber,
   storeOption,
 } from './options.js';
+import { readPolicyFile } from './policy-file.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
 
@@ -35,6 +37,7 @@ interface McpFlags {
   cors: string;
   eventLog: number;
   lease?: number;
+  policy?: string;
   callTimeout?: number;
   maxTurns?: number;
   maxQueuedTurns?: number;
@@ -76,6 +79,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(hostOption('interface to listen on with --http'))
     .addOption(corsOption(context, 'with --http: comma-separated origins allowed to call from a browser'))
     .addOption(eventLogOption('decisions kept per session for GET /api/sessions/:id/events (0: none)'))
+    .addOption(policyOption())
     .addOption(
       leaseOption(
         "how long a running call's reservation lasts without renewal (renewed while the upstream runs; default 15000)",
@@ -154,10 +158,17 @@ export function mcpCommand(context: CliContext): Command {
       } catch (error) {
         return fail((error as Error).message);
       }
+      let policy: import('../core/policy.js').CompiledPolicy | undefined;
+      if (flags.policy !== undefined) {
+        const loaded = await readPolicyFile(flags.policy);
+        if (!loaded.ok) return fail(loaded.message);
+        policy = loaded.policy;
+      }
       const manager = createOrchestrationManager({
         store: flags.store,
         eventLog: flags.eventLog,
         ...(flags.lease !== undefined ? { leaseMs: flags.lease } : {}),
+        ...(policy !== undefined ? { policy } : {}),
       });
       try {
         await manager.getStateManager().getState('baton-startup-check');

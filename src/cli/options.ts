@@ -53,6 +53,14 @@ export function leaseOption(description: string): Option {
   return new Option('--lease <ms>', description).argParser(integer('--lease', 1));
 }
 
+/** `--policy <file>`: the operator's policy, rules judged before every template's. */
+export function policyOption(): Option {
+  return new Option(
+    '--policy <file>',
+    'the operator\'s policy (JSON: { "rules": [...] }): rules judged before every template\'s, that no template can loosen; limits may count across sessions ("scope": "principal" | "agent" | "global")',
+  );
+}
+
 /** `--max-turns <n>`: most turns (or calls) that run at once. */
 export function maxTurnsOption(description: string): Option {
   return new Option('--max-turns <n>', description).argParser(integer('--max-turns', 1));

@@ -14,6 +14,7 @@ import {
   leaseOption,
   maxQueuedTurnsOption,
   maxTurnsOption,
+  policyOption,
   portNumber,
   storeOption,
 } from './options.js';
@@ -93,6 +94,7 @@ export function serveCommand(context: CliContext): Command {
     .addOption(
       eventLogOption("decisions kept per session for the inspector's timeline (0: none; ignored with --stateless)"),
     )
+    .addOption(policyOption())
     .addOption(
       leaseOption(
         "how long a running tool call's reservation lasts without renewal (its process renews it while the call runs; default 15000)",
@@ -173,6 +175,7 @@ export function serveCommand(context: CliContext): Command {
           maxQueuedTurns?: number;
           eventLog: number;
           lease?: number;
+          policy?: string;
           offlineDelay: number;
           otel: boolean;
           otelRecordContent: boolean;
@@ -209,6 +212,7 @@ export function serveCommand(context: CliContext): Command {
           maxQueuedTurns: flags.maxQueuedTurns,
           eventLog: flags.eventLog,
           leaseMs: flags.lease,
+          ...(flags.policy !== undefined ? { policyPath: flags.policy } : {}),
           offlineDelayMs: flags.offlineDelay,
           otel: flags.otel,
           otelRecordContent: flags.otelRecordContent,

@@ -2,6 +2,7 @@
  * `baton serve`: loads every template of a folder, picks each agent's model, opens the store
  * and listens. The HTTP API itself is `createApp()`; this file is only the process around it.
  */
+
 import { readdir, stat } from 'node:fs/promises';
 import { type Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
@@ -12,6 +13,7 @@ import { createAdaptorServer, type Http2Bindings, type HttpBindings } from '@hon
 import type { ToolSet } from 'ai';
 import { pino } from 'pino';
 import { BatonError } from '../core/errors.js';
+import type { CompiledPolicy } from '../core/policy.js';
 import type { AgentTemplate } from '../core/schema.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import {
@@ -26,6 +28,7 @@ import { redact } from '../stores/resolve-store.js';
 import { parseSigningKeys, parseStateKeys } from '../stores/state-token.js';
 import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
 import { chooseModel } from './chat.js';
+import { readPolicyFile } from './policy-file.js';
 import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
 import { assertToolsProvided, loadToolModule } from './tool-module.js';
 
@@ -77,6 +80,8 @@ export interface ServeOptions {
   eventLog?: number | undefined;
   /** Lease of a reserved tool call in ms (`createApp`'s `leaseMs`; default 15,000). */
   leaseMs?: number | undefined;
+  /** The operator's policy file (`--policy`): read and checked at startup. */
+  policyPath?: string | undefined;
   /** Delay of each offline-model chunk in ms, so that streaming can be watched. */
   offlineDelayMs: number;
   /** Export traces over OTLP/HTTP (`docs/telemetry.md`). */
@@ -190,6 +195,13 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     }
   }
 
+  let policy: CompiledPolicy | undefined;
+  if (options.policyPath !== undefined) {
+    const loaded = await readPolicyFile(options.policyPath);
+    if (!loaded.ok) throw new ServeSetupError(loaded.message);
+    policy = loaded.policy;
+  }
+
   let manager: OrchestrationManager | undefined;
   let stateless: StatelessOptions | undefined;
   if (options.stateless) {
@@ -204,6 +216,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
         keys: parseStateKeys(raw),
         ...(options.replayStore !== undefined ? { replayStore: options.replayStore } : {}),
         ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+        ...(policy !== undefined ? { policy } : {}),
       };
     } catch (error) {
       throw new ServeSetupError(`BATON_STATE_KEYS: ${error instanceof Error ? error.message : String(error)}`);
@@ -213,6 +226,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       store: options.store,
       eventLog: options.eventLog ?? DEFAULT_EVENT_LOG,
       ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      ...(policy !== undefined ? { policy } : {}),
     });
     try {
       // Opened now, so a wrong URL or a server that is down stops the start, not the first chat.

@@ -84,11 +84,20 @@ export interface CompileOptions {
    * object each time so the plan is reused.
    */
   toolAnnotations?: ReadonlyMap<string, ToolAnnotations> | undefined;
+  /**
+   * The operator's rules (SPEC section 11, `compilePolicy`), judged before the template's in every
+   * step. Pass the same array each time so the plan is reused.
+   */
+  policyRules?: readonly CompiledRule[] | undefined;
 }
 
-/** Plans by registry, then by annotation map (or {@link NO_ANNOTATIONS}), then by config object. */
-const planCache = new WeakMap<ConditionRegistry, WeakMap<object, WeakMap<object, OrchestrationPlan>>>();
+/** Plans by registry, then by annotation map (or {@link NO_ANNOTATIONS}), then by policy, then by config object. */
+const planCache = new WeakMap<
+  ConditionRegistry,
+  WeakMap<object, WeakMap<readonly CompiledRule[], WeakMap<object, OrchestrationPlan>>>
+>();
 const NO_ANNOTATIONS: ReadonlyMap<string, ToolAnnotations> = new Map();
+const NO_POLICY: readonly CompiledRule[] = Object.freeze([]);
 const stepCache = new WeakMap<object, CompiledStep>();
 
 /**
@@ -112,10 +121,16 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
     byAnnotations = new WeakMap();
     planCache.set(registry, byAnnotations);
   }
-  let byConfig = byAnnotations.get(annotations);
+  let byPolicy = byAnnotations.get(annotations);
+  if (byPolicy === undefined) {
+    byPolicy = new WeakMap();
+    byAnnotations.set(annotations, byPolicy);
+  }
+  const policyRules = options.policyRules ?? NO_POLICY;
+  let byConfig = byPolicy.get(policyRules);
   if (byConfig === undefined) {
     byConfig = new WeakMap();
-    byAnnotations.set(annotations, byConfig);
+    byPolicy.set(policyRules, byConfig);
   }
   const cached = options.tools === undefined ? byConfig.get(source) : undefined;
   if (cached !== undefined) return cached;
@@ -133,7 +148,7 @@ export function compileOrchestration(source: OrchestrationSource, options: Compi
     ...(options.toolAnnotations ? { toolAnnotations: options.toolAnnotations } : {}),
   });
   if (!result.success) throw new TemplateConfigError(result.issues, options.file);
-  const plan = buildPlan(result.config, registry, result.warnings, options.toolAnnotations);
+  const plan = buildPlan(result.config, registry, result.warnings, options.toolAnnotations, policyRules);
   if (options.tools === undefined) byConfig.set(source, plan);
   return plan;
 }
@@ -175,6 +190,7 @@ function buildPlan(
   registry: ConditionRegistry,
   warnings: TemplateIssue[],
   annotations: ReadonlyMap<string, ToolAnnotations> | undefined,
+  policyRules: readonly CompiledRule[],
 ): OrchestrationPlan {
   const messages: MessageConditions = { tests: [], keepsText: false };
   const steps = config.steps.map((step, index) => buildStep(step, index, registry, messages, annotations));
@@ -196,7 +212,8 @@ function buildPlan(
   let lastAllTools: readonly string[] | undefined;
   let lastKeptFor: MessageInfo | undefined;
   let lastKept: PendingMessage | undefined;
-  const rules = compileRules(config.rules, undefined, annotations);
+  // The operator's rules come first: judged before the template's, which cannot undo them.
+  const rules = [...policyRules, ...compileRules(config.rules, undefined, annotations)];
   const facts = compileFacts(config.facts, annotations);
   const labels = compileLabels(config.labels, annotations);
   const ruleById = new Map<string, CompiledRule>();

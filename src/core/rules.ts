@@ -17,8 +17,7 @@
 import { type CompiledPattern, firstMatch } from './patterns.js';
 import { RuleEvaluationError } from './rule-evaluation-error.js';
 import { compileExpression } from './rule-expressions.js';
-import type { Rule } from './schema.js';
-import { MAX_FACT_VALUES } from './schema.js';
+import { type LIMIT_SCOPES, MAX_FACT_VALUES, type PolicyRule, type Rule } from './schema.js';
 import type { OrchestrationState } from './state.js';
 import { READS_NOTHING, type StateReads, stateReads } from './state-reads.js';
 import { compileToolPattern, type ToolAnnotations } from './tool-annotations.js';
@@ -50,6 +49,9 @@ export type LimitPeriod =
   | { readonly kind: 'session' }
   | { readonly kind: 'window'; readonly ms: number };
 
+/** What a limit counts over (SPEC section 11): one session, or an operator's limit across sessions. */
+export type LimitScope = (typeof LIMIT_SCOPES)[number];
+
 /** A compiled rule. */
 export interface CompiledRule {
   /** Where the rule is in its orchestration block: `rules[0]`, `steps[2].rules[1]`. */
@@ -59,7 +61,15 @@ export interface CompiledRule {
   /** The `when` expression as written, if any. */
   readonly when: string | undefined;
   readonly effect: 'deny' | 'approve' | 'allow' | undefined;
-  readonly limit: { readonly max: number; readonly per: string; readonly period: LimitPeriod } | undefined;
+  readonly limit:
+    | {
+        readonly max: number;
+        readonly per: string;
+        readonly period: LimitPeriod;
+        /** What it counts over: one session, or (an operator's limit) across sessions. */
+        readonly scope: LimitScope;
+      }
+    | undefined;
   readonly reason: string;
   /** True when the rule names `tool`. */
   matches(tool: string): boolean;
@@ -94,9 +104,11 @@ export function limitPeriod(per: string): LimitPeriod | undefined {
 
 /** Compiles the rules of one block (`step`: the step they belong to); the rules are valid (validation ran). */
 export function compileRules(
-  rules: readonly Rule[] | undefined,
+  rules: readonly (Rule | PolicyRule)[] | undefined,
   step: { name: string; index: number } | undefined,
   annotations?: ReadonlyMap<string, ToolAnnotations>,
+  /** Before every id: `policy.` for the operator's policy. */
+  prefix = '',
 ): CompiledRule[] {
   if (rules === undefined) return [];
   return rules.map((rule, index) => {
@@ -106,11 +118,19 @@ export function compileRules(
     const matched = new Map<string, boolean>();
     const period = rule.limit === undefined ? undefined : limitPeriod(rule.limit.per);
     return Object.freeze({
-      id: step === undefined ? `rules[${index}]` : `steps[${step.index}].rules[${index}]`,
+      id: step === undefined ? `${prefix}rules[${index}]` : `steps[${step.index}].rules[${index}]`,
       step: step?.name,
       when: rule.when,
       effect: rule.effect,
-      limit: rule.limit && period ? Object.freeze({ max: rule.limit.max, per: rule.limit.per, period }) : undefined,
+      limit:
+        rule.limit && period
+          ? Object.freeze({
+              max: rule.limit.max,
+              per: rule.limit.per,
+              period,
+              scope: ('scope' in rule.limit ? rule.limit.scope : undefined) ?? 'session',
+            })
+          : undefined,
       reason: rule.reason,
       reads,
       matches(tool: string): boolean {

@@ -97,6 +97,31 @@ const factName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'a letter or "_", then letters, digits and "_" (at most 64)');
 
+/** Over what an operator's limit counts: one session (default), or across sessions. */
+export const LIMIT_SCOPES = ['session', 'principal', 'agent', 'global'] as const;
+
+/** A rule of the operator's policy (SPEC section 11): a rule on calls whose limit may count across sessions. */
+export const policyRuleSchema = ruleSchema.safeExtend({
+  limit: ruleLimitSchema
+    .safeExtend({
+      scope: z
+        .enum(LIMIT_SCOPES)
+        .optional()
+        .describe(
+          'What the limit counts over: "session" (default), "principal" (everything one caller does), "agent" (every session of the agent) or "global"',
+        ),
+    })
+    .optional()
+    .describe('At most `max` calls per period (running calls count), within the scope'),
+});
+
+/** The operator's policy (SPEC section 11): rules that apply to every agent and session, before any template's. */
+export const policySchema = z.strictObject({
+  $schema: z.string().optional(),
+  description: text.optional(),
+  rules: z.array(policyRuleSchema).describe("Rules judged before every template's; a template cannot loosen them"),
+});
+
 /** A fact (SPEC section 11): a value kept from completed calls' results, which rules read. */
 export const factSchema = z.strictObject({
   name: factName.describe('What rules read: state.facts.<name>'),
@@ -225,6 +250,10 @@ export const agentTemplateSchema = z.looseObject({
 export type StepCondition = z.infer<typeof stepConditionSchema>;
 /** A rule on calls. */
 export type Rule = z.infer<typeof ruleSchema>;
+/** The operator's policy. */
+export type Policy = z.infer<typeof policySchema>;
+/** A rule of the operator's policy. */
+export type PolicyRule = z.infer<typeof policyRuleSchema>;
 /** A fact of the orchestration block. */
 export type Fact = z.infer<typeof factSchema>;
 /** A label of the orchestration block. */

@@ -796,8 +796,10 @@ export class GatewaySession {
     // The client chooses the request id: a long one is kept as a digest (see callIdKey).
     const toolCallId = `mcp-${this.#connection}-${callIdKey(String(extra.requestId))}`;
     const plan = turn.plan;
-    const digest = plan.hasRules ? inputDigest(args) : undefined;
-    const call = plan.hasRules ? { args, argsDigest: digest } : {};
+    // Rules read the input: the plan's, or the operator's limits across sessions.
+    const read = plan.hasRules || (this.gateway.manager.policy?.scopes.length ?? 0) > 0;
+    const digest = read ? inputDigest(args) : undefined;
+    const call = read ? { args, argsDigest: digest } : {};
     let decision: ToolDecision = await turn.request(name, toolCallId, undefined, call);
     if (!decision.allowed && decision.reason.code === 'approval-required') {
       decision = await this.#approve(turn, name, toolCallId, args, digest!, decision, extra);

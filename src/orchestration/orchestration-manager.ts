@@ -2,6 +2,7 @@
  * The seed's `OrchestrationManager`: the entry point of the library. Each method loads the
  * session's state, runs the pure engine and stores the result in one atomic update.
  */
+
 import {
   type CompileOptions,
   compileOrchestration,
@@ -14,7 +15,8 @@ import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import { joinEvents, NO_EVENTS, type OrchestrationEvent } from '../core/events.js';
 import { type ChatMessage, latestUserMessage } from '../core/messages.js';
 import { optionIssues, optionNames, throwOnErrors } from '../core/option-issues.js';
-import type { OrchestrationStep } from '../core/schema.js';
+import { type CompiledPolicy, isCompiledPolicy, parsePolicy } from '../core/policy.js';
+import type { OrchestrationStep, Policy } from '../core/schema.js';
 import { appendToLog, type LoggedEvent, type LogItem, MAX_LOG_CAPACITY } from '../core/session-log.js';
 import {
   type AIOrchestrationState,
@@ -41,6 +43,7 @@ import {
   type WaitEnd,
 } from '../core/transition.js';
 import { CallWaits, DEFAULT_WAIT_MS, decideWaiting } from './call-waits.js';
+import { reserveInScopes, type ScopeHold, scopesOf, settleInScopes } from './policy-scopes.js';
 import {
   assertToolName,
   OrchestrationStateManager,
@@ -62,6 +65,7 @@ const MANAGER_OPTIONS = optionNames<OrchestrationManagerOptions>({
   stateManager: true,
   leaseMs: true,
   waitMs: true,
+  policy: true,
   eventLog: true,
   store: true,
   historyLimit: true,
@@ -93,6 +97,13 @@ export interface OrchestrationManagerOptions extends OrchestrationStateManagerOp
    * `pending` (default 30,000 ms). A call that nothing running can change never waits.
    */
   waitMs?: number;
+  /**
+   * The operator's policy (SPEC section 11): rules judged before every template's, in every
+   * session, that no template can loosen, whose limits may count across sessions (`scope`:
+   * `principal`, `agent`, `global`). Its JSON (checked now: a bad policy fails here, with every
+   * issue) or what `parsePolicy` returned.
+   */
+  policy?: Policy | CompiledPolicy;
   /**
    * Keep each session's latest `eventLog` decisions (events, each with the session's state right
    * after it), for timelines such as the inspector's (default 0: keep none; at most 1,000). The
@@ -217,8 +228,20 @@ export class OrchestrationManager {
     this.#onError =
       options.onError ??
       ((error, event) => console.error(`[baton] an onEvent listener threw on "${event.type}":`, error));
-    this.#compileOptions = options.conditions ? { conditions: options.conditions } : {};
+    this.policy =
+      options.policy === undefined
+        ? undefined
+        : isCompiledPolicy(options.policy)
+          ? options.policy
+          : parsePolicy(options.policy, 'policy');
+    this.#compileOptions = {
+      ...(options.conditions ? { conditions: options.conditions } : {}),
+      ...(this.policy ? { policyRules: this.policy.sessionRules } : {}),
+    };
   }
+
+  /** The operator's policy every decision of this manager judges first, if it has one. */
+  readonly policy: CompiledPolicy | undefined;
 
   /**
    * The compiled plan of `config` (cached by object identity, and by the identity of
@@ -237,8 +260,18 @@ export class OrchestrationManager {
         `expected an orchestration config or template object, got ${describeType(config)}`,
       );
     }
-    // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is.
-    if (isPlan(config)) return config;
+    // A compiled plan (e.g. one compiled with toolAnnotations) is used as it is; under a policy,
+    // only one compiled with it (its rules come first), or the policy would be skipped.
+    if (isPlan(config)) {
+      const first = this.policy?.sessionRules[0];
+      if (first !== undefined && config.rules[0] !== first) {
+        throw new InvalidArgumentError(
+          'config',
+          "this manager has an operator's policy, and the compiled plan given was not compiled with it: pass the template instead",
+        );
+      }
+      return config;
+    }
     if (toolAnnotations !== undefined)
       return compileOrchestration(config, { ...this.#compileOptions, toolAnnotations });
     const plan = compileOrchestration(config, this.#compileOptions);
@@ -503,8 +536,39 @@ export class OrchestrationManager {
       throwIfRefused(applied.decisions[0], sessionId);
       return applied.decisions[1] as ToolDecision;
     };
+    // The operator's limits that count across sessions: reserved in their scopes first.
+    const principal = context?.principal;
+    const owner = { sessionId, principal: typeof principal === 'string' ? principal : undefined, agentId: undefined };
+    const holds = scopesOf(this.policy, call.tool, owner, call.toolCallId);
+    if (holds.length > 0) {
+      const refused = await reserveInScopes(this, holds, { type: 'tool-requested', ...request }, context);
+      if (refused !== undefined) return refused;
+    }
     // A call whose answer depends on a running call waits for it (up to `waitMs`), then is decided.
-    return decideWaiting(this.#waits, sessionId, await ask(), ask, this.waitMs, () => this.#states.clock());
+    let decision: ToolDecision;
+    try {
+      decision = await decideWaiting(this.#waits, sessionId, await ask(), ask, this.waitMs, () => this.#states.clock());
+    } catch (error) {
+      if (holds.length > 0) await settleInScopes(this, holds, 'tool-failed');
+      throw error;
+    }
+    if (holds.length > 0) {
+      if (decision.allowed) this.#scopedCalls.set(scopedKey(sessionId, call.toolCallId), holds);
+      else await settleInScopes(this, holds, 'tool-failed');
+    }
+    return decision;
+  }
+
+  /** Calls `requestTool` reserved in scopes of the operator's cross-session limits, by session and call id. */
+  readonly #scopedCalls = new Map<string, readonly ScopeHold[]>();
+
+  /** Passes the end of a call `requestTool` reserved on to its scopes. */
+  async #settleScoped(sessionId: string, toolCallId: string, how: 'tool-completed' | 'tool-failed'): Promise<void> {
+    const key = scopedKey(sessionId, toolCallId);
+    const holds = this.#scopedCalls.get(key);
+    if (holds === undefined) return;
+    this.#scopedCalls.delete(key);
+    await settleInScopes(this, holds, how);
   }
 
   /**
@@ -538,13 +602,17 @@ export class OrchestrationManager {
   ): Promise<OrchestrationState> {
     assertToolCallId(toolCallId);
     const input: TransitionInput = { type: 'tool-completed', toolCallId, result: outcome.result, args: outcome.args };
-    return (await this.apply(config, messageOf(messages), sessionId, [input])).state;
+    const state = (await this.apply(config, messageOf(messages), sessionId, [input])).state;
+    await this.#settleScoped(sessionId, toolCallId, 'tool-completed');
+    return state;
   }
 
   /** Releases a reserved call whose tool threw: nothing is recorded. */
   async failTool(config: OrchestrationSource, sessionId: string, toolCallId: string): Promise<OrchestrationState> {
     assertToolCallId(toolCallId);
-    return (await this.apply(config, undefined, sessionId, [{ type: 'tool-failed', toolCallId }])).state;
+    const state = (await this.apply(config, undefined, sessionId, [{ type: 'tool-failed', toolCallId }])).state;
+    await this.#settleScoped(sessionId, toolCallId, 'tool-failed');
+    return state;
   }
 
   /**
@@ -686,6 +754,11 @@ export class OrchestrationManager {
       }
     }
   }
+}
+
+/** The key of a call in {@link OrchestrationManager}'s scoped calls. */
+function scopedKey(sessionId: string, toolCallId: string): string {
+  return `${sessionId}\u0000${toolCallId}`;
 }
 
 /** Creates an {@link OrchestrationManager}. */

@@ -49,6 +49,7 @@ import {
 import { decideWaiting } from './call-waits.js';
 import type { AppliedInputs, AppliedPrefix, OrchestrationManager } from './orchestration-manager.js';
 import { applyNow, contextFollows, messageOf, takesEvents, throwIfRefused, waitsOf } from './orchestration-manager.js';
+import { type CallOwner, reserveInScopes, type ScopeHold, scopesOf, settleInScopes } from './policy-scopes.js';
 
 /** Options of {@link Turn}. */
 export interface TurnOptions {
@@ -97,6 +98,9 @@ export interface CallInput {
   /** The call comes with a person's approval (an approved call resumed from the history). */
   readonly approved?: boolean | undefined;
 }
+
+/** A tool request, as the operator's scopes are asked it. */
+type ScopedRequest = Extract<TransitionInput, { type: 'tool-requested' }>;
 
 /** What a completed call returned and was given, for the template's facts and labels. */
 export interface CallOutcome {
@@ -509,8 +513,65 @@ export class Turn {
       const clock = () => manager.getStateManager().clock();
       return decideWaiting(waitsOf(manager), this.#sessionId, first, ask, manager.waitMs, clock).then(decided);
     };
+    // The operator's limits that count across sessions: reserved in their scopes first.
+    const holds = scopesOf(this.#manager.policy, tool, this.#owner(), toolCallId);
+    if (holds.length > 0) return this.#requestInScopes(holds, input as ScopedRequest, ask, after);
     const first = ask();
     return first instanceof Promise ? first.then(after) : after(first);
+  }
+
+  /** {@link #request} of a call the operator's cross-session limits count (see policy-scopes.ts). */
+  async #requestInScopes(
+    holds: readonly ScopeHold[],
+    input: ScopedRequest,
+    ask: () => ToolDecision | Promise<ToolDecision>,
+    after: (first: ToolDecision) => ToolDecision | Promise<ToolDecision>,
+  ): Promise<ToolDecision> {
+    const refused = await reserveInScopes(this.#manager, holds, input, this.#ruleContext);
+    if (refused !== undefined) {
+      // Refused by the operator's limit before its session decided it: the session records it.
+      this.observe({
+        type: 'tool-rejected',
+        sessionId: this.#sessionId,
+        tool: input.tool,
+        toolCallId: input.toolCallId,
+        step: this.state?.activeStep,
+        allowedTools: refused.allowedTools,
+        reason: refused.reason,
+      });
+      return refused;
+    }
+    let decision: ToolDecision;
+    try {
+      decision = await after(await ask());
+    } catch (error) {
+      await settleInScopes(this.#manager, holds, 'tool-failed').catch((cause: unknown) => this.#onError(cause));
+      throw error;
+    }
+    if (decision.allowed && decision.replayed === undefined) this.#scoped.set(input.toolCallId, holds);
+    else await settleInScopes(this.#manager, holds, 'tool-failed').catch((error: unknown) => this.#onError(error));
+    return decision;
+  }
+
+  /** Who this turn's calls are for, for the operator's cross-session limits. */
+  #owner(): CallOwner {
+    const principal = this.#ruleContext?.principal;
+    return {
+      sessionId: this.#sessionId,
+      principal: typeof principal === 'string' ? principal : undefined,
+      agentId: this.#agentId,
+    };
+  }
+
+  /** Calls this turn reserved in scopes of the operator's cross-session limits, by call id. */
+  readonly #scoped = new Map<string, readonly ScopeHold[]>();
+
+  /** Passes a call's end on to the scopes it was reserved in. */
+  #settleScoped(toolCallId: string, how: 'tool-completed' | 'tool-failed' | 'tool-abandoned'): void {
+    const holds = this.#scoped.get(toolCallId);
+    if (holds === undefined) return;
+    this.#scoped.delete(toolCallId);
+    settleInScopes(this.#manager, holds, how).catch((error: unknown) => this.#onError(error));
   }
 
   /**
@@ -599,6 +660,7 @@ export class Turn {
         ? { type: 'tool-completed', toolCallId, result: outcome.result, args: outcome.args }
         : { type: 'tool-completed', toolCallId },
     );
+    this.#settleScoped(toolCallId, 'tool-completed');
     this.#ended();
   }
 
@@ -606,6 +668,7 @@ export class Turn {
   failed(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return;
     this.#buffer.push({ type: 'tool-failed', toolCallId });
+    this.#settleScoped(toolCallId, 'tool-failed');
     this.#ended();
   }
 
@@ -646,6 +709,7 @@ export class Turn {
   abandoned(toolCallId: string): void {
     if (this.#replayedSettled.has(toolCallId)) return;
     this.#buffer.push({ type: 'tool-abandoned', toolCallId });
+    this.#settleScoped(toolCallId, 'tool-abandoned');
     this.#ended();
   }
 
@@ -851,6 +915,8 @@ export class Turn {
         (id) => !this.#buffer.some((input) => 'toolCallId' in input && input.toolCallId === id),
       );
       if (running.length === 0) return;
+      const scoped = running.flatMap((id) => this.#scoped.get(id) ?? []);
+      if (scoped.length > 0) await settleInScopes(this.#manager, scoped, 'lease-renewed');
       const lost = await this.#manager.renewLease(this.#plan, this.#sessionId, running);
       for (const id of lost) {
         if (this.#held.delete(id)) this.#lost(id);

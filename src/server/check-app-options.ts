@@ -22,6 +22,7 @@ import {
   throwOnErrors,
   toolsSchema,
 } from '../core/option-issues.js';
+import { isCompiledPolicy } from '../core/policy.js';
 import { type TemplateIssue, TemplateIssueCode } from '../core/template-issues.js';
 import { checkStoreRuntime, storeUrlProblem } from '../stores/resolve-store.js';
 import type { CreateAppOptions } from './create-app.js';
@@ -35,6 +36,11 @@ const optionSchemas: { [K in keyof Required<CreateAppOptions>]: z.ZodType } = {
   store: storeSchema,
   eventLog: wholeNumber(0),
   leaseMs: wholeNumber(1),
+  // Its rules are checked where it is compiled (createOrchestrationManager), every issue at once.
+  policy: z.union([
+    z.custom(isCompiledPolicy),
+    z.object({ rules: z.array(z.unknown()) }, 'expected a policy ({ rules: [...] })').loose(),
+  ]),
   // Each key's length is checked by the key ring's own rule, below (one rule, one message).
   approvalKeys: z
     .array(z.union([z.string(), z.instanceof(Uint8Array)], 'expected a string or a Uint8Array'))

@@ -7,6 +7,7 @@
  * (`session-source.ts`), the turn limiter (`turn-limiter.ts`) and one error handler that maps
  * every error code to its status (`http-errors.ts`).
  */
+
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +16,8 @@ import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { type Logger, pino } from 'pino';
 import type { AgentTelemetryOptions, CreateAgentOptions } from '../agents/create-agent.js';
-import type { AgentTemplate } from '../core/schema.js';
+import type { CompiledPolicy } from '../core/policy.js';
+import type { AgentTemplate, Policy } from '../core/schema.js';
 import {
   createOrchestrationManager,
   type EventListener,
@@ -61,6 +63,13 @@ export interface CreateAppOptions {
    * tool may run.
    */
   leaseMs?: number;
+  /**
+   * The operator's policy (SPEC section 11), when no manager is given (give a manager its own
+   * with `createOrchestrationManager({ policy })`): rules judged before every agent's, that no
+   * template can loosen. Checked when the app is created. In stateless mode, limits that count
+   * across sessions count within this process only.
+   */
+  policy?: Policy | CompiledPolicy;
   /**
    * Keep no state on the server: it travels in the `x-orchestration-state` header as a token
    * signed with the first key (the others still verify, for rotation); an older token of a
@@ -205,6 +214,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
     ? statelessSessions({
         ...(decisions ? withListener(options.stateless, decisions.listener) : options.stateless),
         ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+        ...(options.policy !== undefined ? { policy: options.policy } : {}),
       })
     : storedSessions(
         options.manager ??
@@ -212,6 +222,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
             store: options.store ?? 'memory:',
             eventLog: options.eventLog ?? DEFAULT_EVENT_LOG,
             ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+            ...(options.policy !== undefined ? { policy: options.policy } : {}),
           }),
         options.manager === undefined,
       );

@@ -4,10 +4,13 @@
  * the client as signed tokens, and each turn runs on one working copy in this process's
  * memory, seeded from the token and dropped when the turn ends, however it ends.
  */
+
 import { maxHeaderSize } from 'node:http';
 import type { OrchestrationSource } from '../core/compile.js';
 import { InvalidArgumentError, SessionRefusedError } from '../core/errors.js';
 import type { ChatMessage } from '../core/messages.js';
+import type { CompiledPolicy } from '../core/policy.js';
+import type { Policy } from '../core/schema.js';
 import { createState, DEFAULT_SESSION_TTL_MS, type OrchestrationState } from '../core/state.js';
 import {
   createOrchestrationManager,
@@ -65,6 +68,8 @@ export interface StatelessOptions {
   onEvent?: EventListener;
   /** The lease of a reserved tool call in milliseconds (see `createApp({ leaseMs })`). */
   leaseMs?: number;
+  /** The operator's policy (see `createApp({ policy })`). */
+  policy?: Policy | CompiledPolicy;
 }
 
 /** What a chat request names: the agent, and the session it continues, if any. */
@@ -219,6 +224,7 @@ export function statelessSessions(options: StatelessOptions): SessionSource {
     store: memoryStore({ sweepIntervalMs: 0 }),
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
     ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+    ...(options.policy !== undefined ? { policy: options.policy } : {}),
   });
   const states = manager.getStateManager();
   const guard: ReplayGuard =
