@@ -2,12 +2,14 @@
  * `baton mcp --http`: Streamable HTTP with `Mcp-Session-Id` sessions, each its own orchestration
  * session, behind the API key of `baton serve`, and visible through its session routes.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CLI,
   connectStdio,
   EVERYTHING_SERVER,
   FILESYSTEM_SERVER,
@@ -208,6 +210,31 @@ describe('an upstream over Streamable HTTP', () => {
     } finally {
       await gateway.close();
     }
+  }, 60_000);
+});
+
+describe('baton mcp --http on a port in use', () => {
+  let gateway: HttpGatewayProcess;
+  beforeAll(async () => {
+    gateway = await startHttpGateway([EDITOR, '--http', '0', '--', FILESYSTEM_SERVER, workDir()]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('says so in one line that names --http, as baton serve says it, and exits 1', () => {
+    const { port } = new URL(gateway.url);
+    const run = spawnSync(
+      process.execPath,
+      [...CLI, 'mcp', EDITOR, '--http', port, '--', FILESYSTEM_SERVER, workDir()],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, FORCE_COLOR: '0' } },
+    );
+    expect(run.status).toBe(1);
+    // The upstream (started first, to check the template against it) writes its own lines there.
+    const ours = run.stderr
+      .split('\n')
+      .filter((line) => !/^(Secure MCP Filesystem Server|Client does not support)/.test(line));
+    expect(ours.filter(Boolean)).toEqual([
+      `baton mcp: port ${port} on 127.0.0.1 is in use; pass --http <another> (0 picks a free one).`,
+    ]);
   }, 60_000);
 });
 

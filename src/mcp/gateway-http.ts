@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { ToolSet } from 'ai';
 import { jsonSchema } from 'ai';
@@ -17,6 +17,7 @@ import { type Context, Hono } from 'hono';
 import pino from 'pino';
 import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
 import { errorResponse, HttpError } from '../server/http-errors.js';
+import { listen, urlOf } from '../server/listen.js';
 import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
 import { answerErrors, apiKeyAuth, type CorsHeaders, corsFor, sameOriginWrites } from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
@@ -178,13 +179,20 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   const closed = new Promise<void>((resolve) => {
     resolveClosed = resolve;
   });
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    // On loopback only, answered only for loopback names: see loopbackHostsOnly (DNS rebinding).
-    const fetch = isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch;
-    const started = serve({ fetch, port: options.port, hostname: options.host }, () => resolve(started));
+  // On loopback only, answered only for loopback names: see loopbackHostsOnly (DNS rebinding).
+  const server = createAdaptorServer({
+    fetch: isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch,
+    hostname: options.host,
   });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  try {
+    // As `baton serve` listens: a port in use is one line that names --http, not a stack.
+    await listen(server, { port: options.port, host: options.host, portFlag: '--http' });
+  } catch (error) {
+    clearInterval(sweeper);
+    await api.close();
+    throw error;
+  }
+  const url = urlOf(server.address() as AddressInfo);
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
