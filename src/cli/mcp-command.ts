@@ -8,6 +8,8 @@ import { Command, Option } from 'commander';
 import { BatonError, MissingDependencyError } from '../core/errors.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { redact, storeUrlProblem } from '../stores/resolve-store.js';
+import { createTelemetry } from '../telemetry/otel.js';
+import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
 import {
   corsOption,
   eventLogOption,
@@ -21,6 +23,9 @@ import {
 } from './options.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
+
+/** Reported to MCP clients as the gateway's version, and as the traces' `service.version`. */
+const VERSION = '0.1.0';
 
 /** Default store of `baton mcp`: a session lives as long as its connection (use --store to keep it). */
 export const DEFAULT_MCP_STORE = 'memory:';
@@ -41,6 +46,7 @@ interface McpFlags {
   sessionIdle?: number;
   watch?: number;
   maxSessions?: number;
+  otel: boolean;
 }
 
 /** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
@@ -105,9 +111,14 @@ export function mcpCommand(context: CliContext): Command {
         integer('--max-sessions', 1),
       ),
     )
+    .option(
+      '--otel',
+      'export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318): every orchestration decision of every session (a call reserved or refused and why, a step changed, an approval asked or declined) and, with --http, the /mcp requests; never tool inputs or outputs (see docs/telemetry.md)',
+      false,
+    )
     .addHelpText(
       'after',
-      '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
+      '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (with --otel).\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
     )
     .action(async (templatePath: string, command: string[], flags: McpFlags) => {
       const fail = (message: string) => {
@@ -151,6 +162,16 @@ export function mcpCommand(context: CliContext): Command {
         return fail(`cannot open the store ${redact(flags.store)}: ${(error as Error).message}`);
       }
       const say = (line: string) => context.stderr.write(`${line}\n`);
+      let otel: OtelExport | undefined;
+      if (flags.otel) {
+        try {
+          otel = startOtelExport({ env: context.env, serviceVersion: VERSION, command: 'baton mcp' });
+        } catch (error) {
+          await manager.close().catch(() => undefined);
+          return fail(error instanceof Error ? error.message : String(error));
+        }
+        say(`Traces: OTLP/HTTP to ${otel.endpoint}`);
+      }
       const options = {
         template: read.template,
         upstreams,
@@ -158,11 +179,15 @@ export function mcpCommand(context: CliContext): Command {
         callTimeoutMs: flags.callTimeout,
         watchMs: flags.watch,
         env: context.env,
-        version: '0.1.0',
+        version: VERSION,
         onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),
       };
+      let stopRecording: (() => void) | undefined;
       try {
         if (flags.http === undefined) {
+          // Over HTTP the app records the decisions (and names the requests' sessions); here the
+          // manager's listener alone does.
+          if (otel) stopRecording = createTelemetry({ tracer: otel.tracer }).instrument(manager);
           const { serveStdio } = await import('../mcp/gateway-serve.js');
           await serveStdio({
             ...options,
@@ -187,6 +212,7 @@ export function mcpCommand(context: CliContext): Command {
             ...(flags.maxQueuedTurns !== undefined ? { maxQueuedTurns: flags.maxQueuedTurns } : {}),
             ...(flags.sessionIdle !== undefined ? { sessionIdleMs: flags.sessionIdle } : {}),
             ...(flags.maxSessions !== undefined ? { maxSessions: flags.maxSessions } : {}),
+            ...(otel ? { telemetry: { tracer: otel.tracer } } : {}),
             signal: context.signal,
             say,
           });
@@ -201,6 +227,9 @@ export function mcpCommand(context: CliContext): Command {
           throw error;
         }
       } finally {
+        stopRecording?.();
+        // What is still buffered is exported before the process may exit.
+        await otel?.shutdown().catch(() => undefined);
         await manager.close().catch(() => undefined);
       }
     });

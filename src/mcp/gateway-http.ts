@@ -15,11 +15,23 @@ import type { ToolSet } from 'ai';
 import { jsonSchema } from 'ai';
 import { type Context, Hono } from 'hono';
 import pino from 'pino';
-import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
+import {
+  type AppTelemetryOptions,
+  createApp,
+  DEFAULT_MAX_QUEUED_TURNS,
+  DEFAULT_MAX_TURNS,
+} from '../server/create-app.js';
 import { errorResponse, HttpError } from '../server/http-errors.js';
 import { listen, urlOf } from '../server/listen.js';
 import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
-import { answerErrors, apiKeyAuth, type CorsHeaders, corsFor, sameOriginWrites } from '../server/middleware.js';
+import {
+  answerErrors,
+  apiKeyAuth,
+  type CorsHeaders,
+  corsFor,
+  requestTelemetry,
+  sameOriginWrites,
+} from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
 
@@ -61,6 +73,12 @@ export interface ServeHttpOptions extends McpGatewayOptions {
   sessionIdleMs?: number | undefined;
   /** Most MCP sessions open at once (default {@link DEFAULT_MAX_SESSIONS}); a new one beyond is a 503. */
   maxSessions?: number | undefined;
+  /**
+   * OpenTelemetry (`baton mcp --otel`): every decision of the gateway's sessions is recorded as a
+   * span event with `tracer` (as `createApp({ telemetry })` records a chat's), and every span of
+   * a `/mcp` request names its session (the `Mcp-Session-Id`) and agent.
+   */
+  telemetry?: Pick<AppTelemetryOptions, 'tracer'> | undefined;
   signal?: AbortSignal | undefined;
   /** Where lines for people go (stderr). */
   say: (line: string) => void;
@@ -103,6 +121,8 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
     tools: declarations,
     corsOrigins: origins,
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
+    // The app instruments the manager the gateway decides with: one listener for both.
+    ...(options.telemetry ? { telemetry: { ...options.telemetry, recordContent: false } } : {}),
     logger,
   });
   const app = new Hono();
@@ -111,6 +131,10 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   // A gateway serves MCP and the session routes, no chat: its sessions' turns are MCP calls.
   app.all('/api/chat', notFound);
   app.all('/api/chat/*', notFound);
+  // First, so that a refused request's span names its session too.
+  if (options.telemetry) {
+    app.use('/mcp', requestTelemetry({ sessionHeader: 'mcp-session-id', agentId: gateway.agentId, route: '/mcp' }));
+  }
   // /mcp is behind the checks /api is behind, so a page of another site can no more call a tool
   // than run a chat turn: CORS for the --cors origins, the refusal of every other origin's
   // writes (a page may POST without asking first; the SDK's strict media-type check is no

@@ -61,13 +61,27 @@ export function requestLog(logger: Logger): MiddlewareHandler {
   };
 }
 
+/** Where {@link requestTelemetry} finds what a request served when its route does not say. */
+export interface RequestTelemetryOptions {
+  /**
+   * The header that names the session: the answer's, else (only when given here) the request's
+   * (default: the answer's `x-session-id`).
+   */
+  readonly sessionHeader?: string | undefined;
+  /** The agent every request serves (the MCP gateway's one template). */
+  readonly agentId?: string | undefined;
+  /** The route to report (`/mcp`), for a handler whose Hono route path says no more than the middleware's. */
+  readonly route?: string | undefined;
+}
+
 /**
- * The request's part of the trace (`createApp({ telemetry })`): every span started while the
- * request is handled joins its scope, which gets the agent and session the request served
- * (from the route, the session header, or the first decision of the turn); the route goes to
- * the `SERVER` span of OpenTelemetry's HTTP instrumentation as `http.route`.
+ * The request's part of the trace (`createApp({ telemetry })`, the MCP gateway's `/mcp`): every
+ * span started while the request is handled joins its scope, which gets the agent and session
+ * the request served (from the route, the session header, or the first decision of the turn);
+ * the route goes to the `SERVER` span of OpenTelemetry's HTTP instrumentation as `http.route`.
  */
-export function requestTelemetry(): MiddlewareHandler {
+export function requestTelemetry(options: RequestTelemetryOptions = {}): MiddlewareHandler {
+  const header = options.sessionHeader ?? SESSION_HEADER;
   return async (c, next) => {
     const scope = startRequestScope();
     if (scope === undefined) return next(); // no @opentelemetry/api: nothing records
@@ -75,10 +89,15 @@ export function requestTelemetry(): MiddlewareHandler {
     await scope.run(next);
     const params: Record<string, string | undefined> = c.req.param();
     const attributes: TelemetryAttributes = {};
-    if (params.agentId) Object.assign(attributes, agentAttributes(params.agentId));
-    const sessionId = c.res.headers.get(SESSION_HEADER) ?? params.sessionId;
+    const agentId = params.agentId ?? options.agentId;
+    if (agentId) Object.assign(attributes, agentAttributes(agentId));
+    // A request's own header names the session only where the caller says so: a chat answer's
+    // x-session-id is the server's choice, a client's would be a claim.
+    const sessionId =
+      c.res.headers.get(header) ?? params.sessionId ?? (options.sessionHeader ? c.req.header(header) : undefined);
     if (sessionId) Object.assign(attributes, sessionAttributes(sessionId));
     scope.add(attributes);
+    if (options.route !== undefined) return setHttpRoute(options.route);
     // A request no route took (a 404) keeps this middleware's own path: no route to name.
     const route = routePath(c);
     if (route !== unrouted) setHttpRoute(route);
