@@ -55,7 +55,10 @@ export function mcpCommand(context: CliContext): Command {
     .description(
       'An MCP server in front of upstream MCP servers: offers only the tools the active step allows, refuses the others before they reach the upstream.',
     )
-    .argument('<template>', 'agent template (.json) whose tools, steps, sequences and rules apply')
+    .argument(
+      '<template>',
+      'agent template (.json) whose tools, steps, sequences and rules apply (an approve rule asks the person through MCP elicitation; a decline is final and recorded)',
+    )
     .argument('[command...]', 'the upstream MCP server to start, after "--" (stdio)')
     .addOption(
       new Option(
@@ -69,7 +72,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(
       storeOption(
         context,
-        'session state: memory: | sqlite:<path> | redis://… | postgres://… (shared by several gateways)',
+        'session state: memory: | sqlite:<path> | redis://host:6379[/<database>] | postgres://… (shared by several gateways); checked before the gateway starts',
         DEFAULT_MCP_STORE,
       ),
     )
@@ -78,8 +81,17 @@ export function mcpCommand(context: CliContext): Command {
         portNumber('--http'),
       ),
     )
-    .addOption(hostOption('interface to listen on with --http'))
-    .addOption(corsOption(context, 'with --http: comma-separated origins allowed to call from a browser'))
+    .addOption(
+      hostOption(
+        'interface to listen on with --http (on loopback, the default, only requests for loopback names are answered)',
+      ),
+    )
+    .addOption(
+      corsOption(
+        context,
+        "with --http: comma-separated origins whose pages may call /mcp and the API from a browser (any other origin's writes are refused)",
+      ),
+    )
     .addOption(eventLogOption('decisions kept per session for GET /api/sessions/:id/events (0: none)'))
     .addOption(
       leaseOption(
