@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTemplate, validateTemplate } from '../src/core/validate-template.js';
 import { createOrchestrationManager } from '../src/orchestration/orchestration-manager.js';
 import { agentdockTemplateFiles } from './helpers/agentdock.js';
+import { pingRedis, serviceAvailable } from './helpers/services.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const EXAMPLES = join(ROOT, 'examples/agents');
@@ -38,6 +39,7 @@ const DR_HOUSE = allTemplates.find((file) => file.endsWith('/dr-house.json'))!;
 const BUILD = join(ROOT, '.tmp', `cli-test-${process.pid}`);
 const BIN = join(BUILD, 'dist', 'cli', 'index.js');
 const scratch = mkdtempSync(join(tmpdir(), 'baton-cli-'));
+const redisSkip = await serviceAvailable('redis', () => pingRedis('redis://127.0.0.1:6379'));
 
 beforeAll(() => {
   rmSync(BUILD, { recursive: true, force: true });
@@ -64,8 +66,11 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the built `baton` with `args`, `input` on stdin, no colour wishes in the environment. */
-function baton(args: readonly string[], input = ''): Promise<Run> {
+/**
+ * Runs the built `baton` with `args`, `input` on stdin, no colour wishes in the environment;
+ * killed after `killAfterMs` (a server that starts when it should have refused is not left running).
+ */
+function baton(args: readonly string[], input = '', killAfterMs?: number): Promise<Run> {
   const env = { ...process.env };
   delete env.NO_COLOR;
   delete env.FORCE_COLOR;
@@ -79,9 +84,13 @@ function baton(args: readonly string[], input = ''): Promise<Run> {
     stderr += chunk;
   });
   child.stdin.end(input);
+  const kill = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   return new Promise((resolve, reject) => {
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => {
+      clearTimeout(kill);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
@@ -508,5 +517,41 @@ export const notATool = 42;
     // The app's tool ran (its one result), then the built-in think.
     expect(run.stdout).toContain('✓ web_search: 1 result');
     expect(run.stdout).toContain('✓ think:');
+  });
+});
+
+describe('baton serve and baton mcp with a Redis database the server does not have', { timeout: 60_000 }, () => {
+  // A Redis server has 16 databases unless configured otherwise; ioredis sends everything to
+  // database 0 when the SELECT of another fails, so both commands used to start and mix sessions there.
+  const STORE = 'redis://127.0.0.1:6379/99';
+  const EXPECTED =
+    /^cannot open the store redis:\/\/127\.0\.0\.1:6379\/99: Session store "redis" cannot use database 99: the Redis server refused to select it \(ERR [^)]*\)\. This server has \d+ \(0 to \d+\); name one of them in the URL/;
+
+  it.skipIf(redisSkip)('refuse to start, in one line that says what to do', async () => {
+    const serve = await baton(['serve', EXAMPLES, '--store', STORE, '--port', '0', '--model', 'offline'], '', 20_000);
+    expect(serve.code).toBe(1);
+    expect(serve.stdout).not.toContain('listening');
+    const serveLines = serve.stderr.trim().split('\n');
+    expect(serveLines).toHaveLength(1);
+    expect(serveLines[0]!.replace(/^baton serve: /, '')).toMatch(EXPECTED);
+
+    const mcp = await baton(
+      [
+        'mcp',
+        join(ROOT, 'examples/mcp/careful-editor.json'),
+        '--store',
+        STORE,
+        '--',
+        join(ROOT, 'node_modules/.bin/mcp-server-filesystem'),
+        scratch,
+      ],
+      '',
+      20_000,
+    );
+    expect(mcp.code).toBe(1);
+    expect(mcp.stdout).toBe(''); // the protocol's
+    const mcpLines = mcp.stderr.trim().split('\n');
+    expect(mcpLines).toHaveLength(1);
+    expect(mcpLines[0]!.replace(/^baton mcp: /, '')).toMatch(EXPECTED);
   });
 });

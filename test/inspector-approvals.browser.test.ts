@@ -2,7 +2,8 @@
  * The AI SDK's human-in-the-loop flow in a real browser: the inspector (`useChat`) shows the
  * approval request of a `pay` call, a person clicks Approve (`addToolApprovalResponse`), and the
  * conversation goes back to the server on its own (`sendAutomaticallyWhen`), which runs the call
- * because it asked for that very approval. Deny runs nothing. With stored and stateless sessions,
+ * because it asked for that very approval. Deny runs nothing, and the timeline keeps the person's
+ * no; a call a rule refuses shows as rejected, not as denied. With stored and stateless sessions,
  * against `createApp()` served in this process (`baton serve` has no `pay` tool).
  */
 import type { Browser } from 'playwright-core';
@@ -104,15 +105,69 @@ describe.skipIf(!runs)('approvals in the inspector, in Chromium', { timeout: 60_
       await expect.poll(() => second.getAttribute('data-state')).toBe('awaiting-approval');
       await second.getByRole('button', { name: 'Deny' }).click();
       await expect.poll(() => second.getAttribute('data-state')).toBe('denied');
+      expect(await second.locator('.badge').textContent()).toBe('declined by a person');
       await page.getByTestId('stop').waitFor({ state: 'detached' });
       expect(ran).toHaveLength(1);
       expect(chats).toEqual([200, 200, 200, 200]);
+      if (!options.stateless) {
+        // The session timeline keeps the person's no, apart from orchestration's refusals.
+        const declined = page.locator('[data-testid=timeline-entry][data-type=approval-declined]');
+        await expect.poll(() => declined.textContent()).toMatch(/a person declined pay$/);
+        expect(await declined.getAttribute('class')).toContain('event-decline');
+      }
       // A stateless server keeps no event log: the page asks once, and the browser logs that 409.
       expect(errors).toEqual(
         options.stateless
           ? ['console: Failed to load resource: the server responded with a status of 409 (Conflict)']
           : [],
       );
+      await context.close();
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("shows a call a rule refuses as rejected by orchestration, with the rule's reason, not as a person's denial", async () => {
+    const ran: ToolRun[] = [];
+    const refusing = parseTemplate({
+      id: 'closed-shop',
+      name: 'closed-shop',
+      tools: ['pay', 'search'],
+      orchestration: {
+        rules: [
+          { tools: ['pay'], when: 'args.amount >= 0', effect: 'deny', reason: 'The shop takes no payments today' },
+        ],
+        steps: [{ name: 'Checkout', isDefault: true, sequence: ['pay'], resetSequenceOn: ['new_message'] }],
+      },
+    });
+    const { needsApproval: _byTool, ...pay } = approvalTools((run) => ran.push(run)).pay;
+    const server = await serveInProcess(
+      createApp({
+        agents: [refusing],
+        model: createOfflineModel({ delayMs: 5 }),
+        tools: { ...approvalTools((run) => ran.push(run)), pay },
+      }),
+    );
+    try {
+      const context = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const errors = collectErrors(page);
+      await page.goto(`${server.url}/`);
+      await page.locator('[data-testid=graph-node][data-step=Checkout]').waitFor();
+      await page.getByTestId('message-input').fill(PAY);
+      await page.getByTestId('message-input').press('Enter');
+      await page.getByTestId('stop').waitFor({ state: 'detached' });
+      const cards = page.locator('[data-testid=tool-card][data-tool=pay]');
+      expect(await cards.count()).toBeGreaterThan(0);
+      // The AI SDK reports the rule's refusal as a denied approval: it is orchestration's, no person's.
+      for (const state of await cards.evaluateAll((all) => all.map((card) => card.getAttribute('data-state')))) {
+        expect(state).toBe('rejected');
+      }
+      expect(await cards.first().textContent()).toMatch(
+        /rejected by orchestration[\s\S]*Why it was not run[\s\S]*Tool "pay" was not run: The shop takes no payments today/,
+      );
+      expect(ran).toEqual([]);
+      expect(errors).toEqual([]);
       await context.close();
     } finally {
       await server.close();

@@ -2,12 +2,14 @@
  * `baton mcp --http`: Streamable HTTP with `Mcp-Session-Id` sessions, each its own orchestration
  * session, behind the API key of `baton serve`, and visible through its session routes.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CLI,
   connectStdio,
   EVERYTHING_SERVER,
   FILESYSTEM_SERVER,
@@ -211,6 +213,31 @@ describe('an upstream over Streamable HTTP', () => {
   }, 60_000);
 });
 
+describe('baton mcp --http on a port in use', () => {
+  let gateway: HttpGatewayProcess;
+  beforeAll(async () => {
+    gateway = await startHttpGateway([EDITOR, '--http', '0', '--', FILESYSTEM_SERVER, workDir()]);
+  }, 60_000);
+  afterAll(() => gateway?.stop());
+
+  it('says so in one line that names --http, as baton serve says it, and exits 1', () => {
+    const { port } = new URL(gateway.url);
+    const run = spawnSync(
+      process.execPath,
+      [...CLI, 'mcp', EDITOR, '--http', port, '--', FILESYSTEM_SERVER, workDir()],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, FORCE_COLOR: '0' } },
+    );
+    expect(run.status).toBe(1);
+    // The upstream (started first, to check the template against it) writes its own lines there.
+    const ours = run.stderr
+      .split('\n')
+      .filter((line) => !/^(Secure MCP Filesystem Server|Client does not support)/.test(line));
+    expect(ours.filter(Boolean)).toEqual([
+      `baton mcp: port ${port} on 127.0.0.1 is in use; pass --http <another> (0 picks a free one).`,
+    ]);
+  }, 60_000);
+});
+
 describe('DNS rebinding', () => {
   let gateway: HttpGatewayProcess;
   beforeAll(async () => {
@@ -220,7 +247,7 @@ describe('DNS rebinding', () => {
   afterAll(() => gateway?.stop());
 
   /** A request as a page of a rebound name sends it: to this port, under the site's own name. */
-  const requestAs = (host: string, method: string, path: string, body?: string) =>
+  const requestAs = (host: string, method: string, path: string, body?: string, extra: Record<string, string> = {}) =>
     new Promise<{ status: number; body: string }>((resolve, reject) => {
       const { port } = new URL(gateway.url);
       const request = httpRequest(
@@ -233,6 +260,7 @@ describe('DNS rebinding', () => {
             host: `${host}:${port}`,
             'content-type': 'application/json',
             accept: 'application/json, text/event-stream',
+            ...extra,
           },
         },
         (response) => {
@@ -263,10 +291,25 @@ describe('DNS rebinding', () => {
       expect(refused.status, `${method} ${path}`).toBe(403);
       expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'cross-origin', path: 'header.host' } });
     }
+    // The rebound page is same-origin with itself, so its browser says so: only the Host tells.
+    const { port } = new URL(gateway.url);
+    const rebound = await requestAs('rebind.attacker.test', 'POST', '/mcp', initialize, {
+      origin: `http://rebind.attacker.test:${port}`,
+      'sec-fetch-site': 'same-origin',
+    });
+    expect(rebound.status).toBe(403);
+    expect(JSON.parse(rebound.body)).toMatchObject({ error: { code: 'cross-origin', path: 'header.host' } });
     // Under its own names it answers as before.
     expect((await requestAs('localhost', 'POST', '/mcp', initialize)).status).toBe(200);
     expect((await requestAs('127.0.0.1', 'GET', '/healthz')).status).toBe(200);
   }, 60_000);
+});
+
+const INITIALIZE = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser', version: '1' } },
 });
 
 describe('a browser client on another origin', () => {
@@ -315,5 +358,71 @@ describe('a browser client on another origin', () => {
     expect(initialize.headers.get('access-control-expose-headers')).toMatch(/mcp-session-id/);
     expect(initialize.headers.get('mcp-session-id')).toMatch(/^[0-9a-f-]{36}$/);
     await initialize.body?.cancel();
+  });
+
+  /** An `initialize` POST to /mcp with `headers` (a JSON body unless they say otherwise). */
+  const post = (headers: Record<string, string>, body = INITIALIZE) =>
+    fetch(`${gateway.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      body,
+    });
+
+  it('refuses what a page of any other origin sends to /mcp, as /api refuses it, before the MCP server sees it', async () => {
+    const refusals: Record<string, string>[] = [
+      // A page of another site, as every current browser marks it.
+      { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' },
+      // An older browser: Origin only.
+      { origin: 'https://evil.example' },
+      // The "simple" request a page may send without asking first: text/plain, no preflight.
+      { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site', 'content-type': 'text/plain' },
+      // Another port of the same machine is another origin (same-site, not same-origin).
+      { origin: 'http://localhost:5173', 'sec-fetch-site': 'same-site' },
+    ];
+    for (const headers of refusals) {
+      const refused = await post(headers);
+      expect(refused.status, JSON.stringify(headers)).toBe(403);
+      expect(await refused.json(), JSON.stringify(headers)).toMatchObject({
+        error: { code: 'cross-origin', path: 'header.origin', message: expect.stringContaining('--cors') },
+      });
+    }
+    // The --cors origin passes, whatever the browser marks it as; so do the gateway's own origin
+    // and requests of no browser (no Origin, no Sec-Fetch-Site: curl, a server, an MCP SDK client).
+    const allowances: Record<string, string>[] = [
+      { origin: 'https://app.example.com', 'sec-fetch-site': 'cross-site' },
+      { origin: gateway.url, 'sec-fetch-site': 'same-origin' },
+      {},
+    ];
+    for (const headers of allowances) {
+      const allowed = await post(headers);
+      expect(allowed.status, JSON.stringify(headers)).toBe(200);
+      await allowed.body?.cancel();
+    }
+  });
+
+  it("refuses another origin's request in an open MCP session, which goes on for its own client", async () => {
+    const client = await gateway.connect();
+    try {
+      const sessionId = (client.transport as StreamableHTTPClientTransport).sessionId!;
+      const ending = await fetch(`${gateway.url}/mcp`, {
+        method: 'DELETE',
+        headers: { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site', 'mcp-session-id': sessionId },
+      });
+      expect(ending.status).toBe(403);
+      const call = await post(
+        { origin: 'https://evil.example', 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' },
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'list_directory', arguments: {} },
+        }),
+      );
+      expect(call.status).toBe(403);
+      // The SDK's own client is no browser: it still lists and calls.
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['list_directory']);
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -8,14 +8,27 @@
  *   `baton.*` span events, every span naming the session and the agent;
  * - nothing a user typed, no instructions, tool definitions, tool inputs or outputs, unless the
  *   operator opts in with `--otel-record-content`;
- * - no span for the inspector's polling.
+ * - no span for the inspector's polling;
+ * - and from `baton mcp --otel`, over HTTP and stdio, the decisions of its MCP sessions.
  */
+import { spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtinTools } from '../src/agents/tools/index.js';
 import { chunksOf, userMessage } from './helpers/chat-requests.js';
+import {
+  CLI,
+  connectStdio,
+  FILESYSTEM_SERVER,
+  ROOT,
+  startHttpGateway,
+  textOf,
+  workDir,
+} from './helpers/mcp-gateway.js';
 import { type ServeProcess, startServeProcess, stopServeProcess } from './helpers/serve-process.js';
 
 /** An OTLP attribute value, as the JSON encoding writes it. */
@@ -421,5 +434,92 @@ describe('baton serve --otel --stateless', () => {
       await stopServeProcess(stateless);
       await receiver.close();
     }
+  }, 90_000);
+});
+
+const EDITOR = join(ROOT, 'examples/mcp/careful-editor.json');
+
+describe('baton mcp --otel', () => {
+  /** The parent's BATON_* and OTEL_* settings must not change what the gateway does. */
+  const otelEnv = (receiver: Receiver) => ({
+    ...Object.fromEntries(
+      Object.entries(process.env).filter(([key]) => !key.startsWith('BATON_') && !key.startsWith('OTEL_')),
+    ),
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+  });
+  /** Every decision event of `sessionId` the receiver got, by name. */
+  const decisions = (receiver: Receiver, sessionId: string) =>
+    receiver
+      .spans()
+      .flatMap(({ span }) =>
+        (span.events ?? [])
+          .map((event) => ({ name: event.name, attributes: attributes(event.attributes), span }))
+          .filter((event) => event.attributes['baton.session_id'] === sessionId),
+      );
+
+  it('is documented in baton mcp --help', () => {
+    const help = spawnSync(process.execPath, [...CLI, 'mcp', '--help'], { cwd: ROOT, encoding: 'utf8' });
+    // Commander wraps the text to the terminal: compared with the spaces normalized.
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain(
+      '--otel export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT',
+    );
+  });
+
+  it('over HTTP: exports the decisions of an MCP session, on the spans of its /mcp requests', async () => {
+    const receiver = await startReceiver();
+    const dir = workDir();
+    const gateway = await startHttpGateway([EDITOR, '--http', '0', '--otel', '--', FILESYSTEM_SERVER, dir], {
+      env: otelEnv(receiver),
+    });
+    try {
+      expect(gateway.output()).toContain(`Traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
+      const client = await gateway.connect();
+      const sessionId = (client.transport as StreamableHTTPClientTransport).sessionId!;
+      expect(textOf(await client.callTool({ name: 'list_directory', arguments: { path: dir } }))).toBe('');
+      const refused = await client.callTool({ name: 'write_file', arguments: { path: join(dir, 'x'), content: 'x' } });
+      expect(refused.isError).toBe(true);
+      await client.close();
+      await waitFor(receiver, () =>
+        decisions(receiver, sessionId).some((event) => event.name === 'baton.tool-rejected'),
+      );
+      const events = decisions(receiver, sessionId);
+      expect(events.find((event) => event.name === 'baton.tool-reserved')?.attributes).toMatchObject({
+        'baton.tool': 'list_directory',
+        'baton.step': 'Look',
+      });
+      const rejected = events.find((event) => event.name === 'baton.tool-rejected')!;
+      expect(rejected.attributes).toMatchObject({ 'baton.tool': 'write_file', 'baton.reason.code': 'not-allowed' });
+      // On the request that made the call, which names the session and the agent.
+      expect(rejected.span.kind).toBe(OTLP_SERVER);
+      expect(attributes(rejected.span.attributes)).toMatchObject({
+        'http.route': '/mcp',
+        'gen_ai.conversation.id': sessionId,
+        'baton.agent_id': 'careful-editor',
+      });
+    } finally {
+      await gateway.stop();
+      await receiver.close();
+    }
+  }, 90_000);
+
+  it('over stdio: exports the decisions of the session, flushed when the client leaves', async () => {
+    const receiver = await startReceiver();
+    const dir = workDir();
+    const gateway = await connectStdio([EDITOR, '--session', 'traced', '--otel', '--', FILESYSTEM_SERVER, dir], {
+      env: otelEnv(receiver),
+    });
+    try {
+      const refused = await gateway.client.callTool({
+        name: 'write_file',
+        arguments: { path: join(dir, 'x'), content: 'x' },
+      });
+      expect(refused.isError).toBe(true);
+    } finally {
+      await gateway.close();
+    }
+    await waitFor(receiver, () => decisions(receiver, 'traced').some((event) => event.name === 'baton.tool-rejected'));
+    expect(gateway.stderr()).toContain(`Traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
+    await receiver.close();
   }, 90_000);
 });

@@ -8,6 +8,8 @@ import { Command, Option } from 'commander';
 import { BatonError, MissingDependencyError } from '../core/errors.js';
 import { createOrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { redact, storeUrlProblem } from '../stores/resolve-store.js';
+import { createTelemetry } from '../telemetry/otel.js';
+import { type OtelExport, startOtelExport } from '../telemetry/otel-node.js';
 import {
   corsOption,
   eventLogOption,
@@ -23,6 +25,9 @@ import {
 import { readPolicyFile } from './policy-file.js';
 import type { CliContext } from './program.js';
 import { readTemplateFile } from './template-file.js';
+
+/** Reported to MCP clients as the gateway's version, and as the traces' `service.version`. */
+const VERSION = '0.1.0';
 
 /** Default store of `baton mcp`: a session lives as long as its connection (use --store to keep it). */
 export const DEFAULT_MCP_STORE = 'memory:';
@@ -45,6 +50,7 @@ interface McpFlags {
   watch?: number;
   maxSessions?: number;
   trustAnnotationChanges?: boolean;
+  otel: boolean;
 }
 
 /** `baton mcp <template> [--upstream …] [--session id] [--store url] [--http port] -- <command…>`. */
@@ -53,7 +59,10 @@ export function mcpCommand(context: CliContext): Command {
     .description(
       'An MCP server in front of upstream MCP servers: offers only the tools the active step allows, refuses the others before they reach the upstream.',
     )
-    .argument('<template>', 'agent template (.json) whose tools, steps, sequences and rules apply')
+    .argument(
+      '<template>',
+      'agent template (.json) whose tools, steps, sequences and rules apply (an approve rule asks the person through MCP elicitation; a decline is final and recorded)',
+    )
     .argument('[command...]', 'the upstream MCP server to start, after "--" (stdio)')
     .addOption(
       new Option(
@@ -67,7 +76,7 @@ export function mcpCommand(context: CliContext): Command {
     .addOption(
       storeOption(
         context,
-        'session state: memory: | sqlite:<path> | redis://… | postgres://… (shared by several gateways)',
+        'session state: memory: | sqlite:<path> | redis://host:6379[/<database>] | postgres://… (shared by several gateways); checked before the gateway starts',
         DEFAULT_MCP_STORE,
       ),
     )
@@ -76,8 +85,17 @@ export function mcpCommand(context: CliContext): Command {
         portNumber('--http'),
       ),
     )
-    .addOption(hostOption('interface to listen on with --http'))
-    .addOption(corsOption(context, 'with --http: comma-separated origins allowed to call from a browser'))
+    .addOption(
+      hostOption(
+        'interface to listen on with --http (on loopback, the default, only requests for loopback names are answered)',
+      ),
+    )
+    .addOption(
+      corsOption(
+        context,
+        "with --http: comma-separated origins whose pages may call /mcp and the API from a browser (any other origin's writes are refused)",
+      ),
+    )
     .addOption(eventLogOption('decisions kept per session for GET /api/sessions/:id/events (0: none)'))
     .addOption(policyOption())
     .addOption(
@@ -114,6 +132,11 @@ export function mcpCommand(context: CliContext): Command {
       '--trust-annotation-changes',
       "take an upstream's later re-declaration of a tool's annotations even when it widens what the template allows (default: a session judges each tool by what it first declared, and ignores such a change)",
     )
+    .option(
+      '--otel',
+      'export traces over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318): every orchestration decision of every session (a call reserved or refused and why, a step changed, an approval asked or declined) and, with --http, the /mcp requests; never tool inputs or outputs (see docs/telemetry.md)',
+      false,
+    )
     .addHelpText(
       'after',
       [
@@ -126,7 +149,7 @@ export function mcpCommand(context: CliContext): Command {
         "process's environment without the npm_* variables npm and npx set for baton itself.",
         '',
       ].join('\n') +
-        '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE.\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
+        '\nEnvironment: BATON_API_KEY (with --http: require Authorization: Bearer), BATON_STORE, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (with --otel).\n\nExamples:\n  baton mcp policy.json -- npx -y @modelcontextprotocol/server-filesystem /tmp/work\n  baton mcp policy.json --upstream https://mcp.example.com/mcp --http 8080\n  baton mcp policy.json --upstream fs="npx -y @modelcontextprotocol/server-filesystem /tmp/work" --upstream docs=https://docs.example.com/mcp',
     )
     .action(async (templatePath: string, command: string[], flags: McpFlags) => {
       const fail = (message: string) => {
@@ -177,6 +200,16 @@ export function mcpCommand(context: CliContext): Command {
         return fail(`cannot open the store ${redact(flags.store)}: ${(error as Error).message}`);
       }
       const say = (line: string) => context.stderr.write(`${line}\n`);
+      let otel: OtelExport | undefined;
+      if (flags.otel) {
+        try {
+          otel = startOtelExport({ env: context.env, serviceVersion: VERSION, command: 'baton mcp' });
+        } catch (error) {
+          await manager.close().catch(() => undefined);
+          return fail(error instanceof Error ? error.message : String(error));
+        }
+        say(`Traces: OTLP/HTTP to ${otel.endpoint}`);
+      }
       const options = {
         template: read.template,
         upstreams,
@@ -185,11 +218,15 @@ export function mcpCommand(context: CliContext): Command {
         watchMs: flags.watch,
         trustAnnotationChanges: flags.trustAnnotationChanges === true,
         env: context.env,
-        version: '0.1.0',
+        version: VERSION,
         onError: (error: unknown) => say(`baton mcp: ${error instanceof Error ? error.message : String(error)}`),
       };
+      let stopRecording: (() => void) | undefined;
       try {
         if (flags.http === undefined) {
+          // Over HTTP the app records the decisions (and names the requests' sessions); here the
+          // manager's listener alone does.
+          if (otel) stopRecording = createTelemetry({ tracer: otel.tracer }).instrument(manager);
           const { serveStdio } = await import('../mcp/gateway-serve.js');
           await serveStdio({
             ...options,
@@ -214,6 +251,7 @@ export function mcpCommand(context: CliContext): Command {
             ...(flags.maxQueuedTurns !== undefined ? { maxQueuedTurns: flags.maxQueuedTurns } : {}),
             ...(flags.sessionIdle !== undefined ? { sessionIdleMs: flags.sessionIdle } : {}),
             ...(flags.maxSessions !== undefined ? { maxSessions: flags.maxSessions } : {}),
+            ...(otel ? { telemetry: { tracer: otel.tracer } } : {}),
             signal: context.signal,
             say,
           });
@@ -228,6 +266,9 @@ export function mcpCommand(context: CliContext): Command {
           throw error;
         }
       } finally {
+        stopRecording?.();
+        // What is still buffered is exported before the process may exit.
+        await otel?.shutdown().catch(() => undefined);
         await manager.close().catch(() => undefined);
       }
     });

@@ -57,7 +57,11 @@ export function serveCommand(context: CliContext): Command {
     )
     .addOption(hostOption('interface to listen on'))
     .addOption(
-      storeOption(context, 'session state: sqlite:<path> | memory: | redis://… | postgres://…', DEFAULT_SERVE_STORE),
+      storeOption(
+        context,
+        'session state: sqlite:<path> | memory: | redis://host:6379[/<database>] | postgres://…; checked before the server starts',
+        DEFAULT_SERVE_STORE,
+      ),
     )
     .option(
       '-m, --model <spec>',

@@ -5,7 +5,7 @@
 
 import { readdir, stat } from 'node:fs/promises';
 import { type Server, ServerResponse } from 'node:http';
-import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { styleText } from 'node:util';
@@ -23,6 +23,7 @@ import {
   type ServedAgent,
   type StatelessOptions,
 } from '../server/create-app.js';
+import { listen, ServeSetupError, urlOf } from '../server/listen.js';
 import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
 import { redact } from '../stores/resolve-store.js';
 import { parseSigningKeys, parseStateKeys } from '../stores/state-token.js';
@@ -31,6 +32,9 @@ import { chooseModel } from './chat.js';
 import { readPolicyFile } from './policy-file.js';
 import { type FileIssue, formatFileIssue, readTemplateFile } from './template-file.js';
 import { assertToolsProvided, loadToolModule } from './tool-module.js';
+
+// Where serve-command.ts and serve-workers.ts have always found them.
+export { listen, ServeSetupError, urlOf } from '../server/listen.js';
 
 /** Options of {@link runServe}, as the `serve` command parsed them. */
 export interface ServeOptions {
@@ -132,14 +136,6 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
  * send a request on a connection this server is closing.
  */
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
-
-/** A failure to start that the user can fix: printed without a stack, exit code 1. */
-export class ServeSetupError extends BatonError {
-  constructor(message: string) {
-    super('serve-setup', message);
-    this.name = 'ServeSetupError';
-  }
-}
 
 /** Loads the agents, starts listening and resolves once the server accepts connections. */
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
@@ -349,28 +345,6 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     else server.emit('connection', socket);
   };
   return { url, app, banner, accept, closed };
-}
-
-/** Listens on `options.port` and `options.host`; a port in use is a {@link ServeSetupError} saying what to do. */
-export function listen(server: NetServer, options: Pick<ServeOptions, 'port' | 'host'>): Promise<void> {
-  return new Promise<void>((resolveListening, reject) => {
-    const fail = (error: NodeJS.ErrnoException) =>
-      reject(
-        new ServeSetupError(
-          error.code === 'EADDRINUSE'
-            ? `port ${options.port} on ${options.host} is in use; pass --port <another> (0 picks a free one).`
-            : `cannot listen on ${options.host}:${options.port}: ${error.message}`,
-        ),
-      );
-    server.once('error', fail);
-    server.listen(options.port, options.host, () => resolveListening());
-  });
-}
-
-/** `http://<host>:<port>` of a listening address, IPv6 hosts in brackets. */
-export function urlOf(address: AddressInfo): string {
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}`;
 }
 
 /** The node:http timeouts of {@link ServeOptions}, defaulted and checked against each other. */

@@ -176,6 +176,21 @@ export type OrchestrationEvent =
       step: string | undefined;
       rule: string;
       reason: string;
+    }
+  /**
+   * A person declined a call whose approval the session asked for (an `approve` rule's, or the
+   * app's own policy's): the call does not run, and the same call cannot come back approved. A
+   * refusal by the template or the operator's policy is `tool-rejected` instead. `rule` names the
+   * rule that asked, when one did. The person is whoever the session's client asked (a chat's
+   * user, an MCP client's through elicitation); Baton knows no more of them.
+   */
+  | {
+      type: 'approval-declined';
+      sessionId: string;
+      tool: string;
+      toolCallId: string;
+      step: string | undefined;
+      rule?: string;
     };
 
 /** The `type` of every {@link OrchestrationEvent}. */

@@ -75,9 +75,10 @@ export type TransitionInput =
    */
   | { readonly type: 'tool-abandoned'; readonly toolCallId: string }
   /**
-   * A person denied a call's approval (the AI SDK answers the model with the denial; nothing
+   * A person denied a call's approval (the shell answers the model with the denial; nothing
    * runs): its id counts as seen, so a later approval of the same call is refused as
-   * `duplicate-call`, and the approval the session kept for it is dropped.
+   * `duplicate-call`, and the approval the session kept for it is dropped. When the session had
+   * asked about the call, emits `approval-declined`.
    */
   | { readonly type: 'approval-denied'; readonly toolCallId: string }
   /**

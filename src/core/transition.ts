@@ -209,9 +209,23 @@ function apply(
         state: releaseCall(plan, markRan(current, input.toolCallId, false), input.toolCallId, how, context, events),
       };
     }
-    case 'approval-denied':
-      // No decision and no event: the shell answered the model with the person's denial itself.
+    case 'approval-denied': {
+      // No decision: the shell answered the model with the person's denial itself. The event says
+      // who refused what when the session had asked about the call; a denial of one it never
+      // asked about (or whose answer it already took) is no news.
+      const asked = current.approvals?.find((approval) => approval.id === input.toolCallId);
+      if (asked !== undefined) {
+        events.push({
+          type: 'approval-declined',
+          sessionId: state.sessionId,
+          tool: asked.tool,
+          toolCallId: input.toolCallId,
+          step: current.activeStep,
+          ...(asked.rule === undefined ? {} : { rule: asked.rule }),
+        });
+      }
       return { state: decidedElsewhere(current, input.toolCallId) };
+    }
     case 'approval-requested': {
       // Bound to the session as decisions judge it: the settled session.
       const asked = askApproval(current, input, fingerprint(settledView(plan, current, context).state));

@@ -2,25 +2,44 @@
  * The MCP gateway over Streamable HTTP (`baton mcp --http <port>`): `POST/GET/DELETE /mcp` with
  * `Mcp-Session-Id` sessions (the SDK's web-standard transport, mounted on a Hono app), one
  * gateway session per MCP session whose orchestration session has the same id. The app is
- * `createApp()`'s, so the API key, CORS, the session routes (`GET /api/sessions/:id`,
+ * `createApp()`'s, so the API key, CORS, the refusal of other origins' writes and of other
+ * `Host`s on loopback (on `/mcp` as on `/api`), the session routes (`GET /api/sessions/:id`,
  * `/api/sessions/:id/events`), the inspector at `/` (when the package's web build is there) and
  * the turn limiter's admission control are the ones `baton serve` has.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { ToolSet } from 'ai';
 import { jsonSchema } from 'ai';
 import { type Context, Hono } from 'hono';
-import { cors } from 'hono/cors';
 import pino from 'pino';
-import { createApp, DEFAULT_MAX_QUEUED_TURNS, DEFAULT_MAX_TURNS } from '../server/create-app.js';
+import {
+  type AppTelemetryOptions,
+  createApp,
+  DEFAULT_MAX_QUEUED_TURNS,
+  DEFAULT_MAX_TURNS,
+} from '../server/create-app.js';
 import { errorResponse, HttpError } from '../server/http-errors.js';
+import { listen, urlOf } from '../server/listen.js';
 import { isLoopback, loopbackHostsOnly } from '../server/loopback.js';
-import { apiKeyAuth } from '../server/middleware.js';
+import {
+  answerErrors,
+  apiKeyAuth,
+  type CorsHeaders,
+  corsFor,
+  requestTelemetry,
+  sameOriginWrites,
+} from '../server/middleware.js';
 import { createTurnLimiter } from '../server/turn-limiter.js';
 import { McpGateway, type McpGatewayOptions } from './gateway.js';
+
+/** What a browser MCP client sends and reads besides the standard headers (Streamable HTTP). */
+const MCP_HEADERS: CorsHeaders = {
+  send: ['mcp-session-id', 'mcp-protocol-version', 'last-event-id'],
+  read: ['mcp-session-id'],
+};
 
 /** Default {@link ServeHttpOptions.sessionIdleMs}: 30 minutes. */
 export const DEFAULT_SESSION_IDLE_MS = 30 * 60_000;
@@ -38,6 +57,10 @@ export interface ServeHttpOptions extends McpGatewayOptions {
   host: string;
   /** Every request needs `Authorization: Bearer <apiKey>` when set. */
   apiKey?: string | undefined;
+  /**
+   * Origins whose pages may call `/mcp` and `/api` from a browser (`--cors`); a browser's write
+   * for a page of any other origin is `403 cross-origin`, as for `baton serve`.
+   */
   corsOrigins?: readonly string[] | undefined;
   /** Most tool calls running at once (default as `baton serve`'s turns). */
   maxTurns?: number | undefined;
@@ -50,6 +73,12 @@ export interface ServeHttpOptions extends McpGatewayOptions {
   sessionIdleMs?: number | undefined;
   /** Most MCP sessions open at once (default {@link DEFAULT_MAX_SESSIONS}); a new one beyond is a 503. */
   maxSessions?: number | undefined;
+  /**
+   * OpenTelemetry (`baton mcp --otel`): every decision of the gateway's sessions is recorded as a
+   * span event with `tracer` (as `createApp({ telemetry })` records a chat's), and every span of
+   * a `/mcp` request names its session (the `Mcp-Session-Id`) and agent.
+   */
+  telemetry?: Pick<AppTelemetryOptions, 'tracer'> | undefined;
   signal?: AbortSignal | undefined;
   /** Where lines for people go (stderr). */
   say: (line: string) => void;
@@ -83,30 +112,35 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
       inputSchema: jsonSchema(tool.inputSchema as Parameters<typeof jsonSchema>[0]),
     };
   }
+  const logger = pino({ level: 'error' }, process.stderr);
+  const origins = options.corsOrigins ?? [];
   const api = createApp({
     agents: [{ ...options.template, tools: probe.offered.map((tool) => tool.name) }],
     manager: options.manager,
     model: 'offline',
     tools: declarations,
-    corsOrigins: options.corsOrigins ?? [],
+    corsOrigins: origins,
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
-    logger: pino({ level: 'error' }, process.stderr),
+    // The app instruments the manager the gateway decides with: one listener for both.
+    ...(options.telemetry ? { telemetry: { ...options.telemetry, recordContent: false } } : {}),
+    logger,
   });
   const app = new Hono();
+  // The checks below throw in the API's error shape; answered as the API answers them.
+  app.onError(answerErrors(logger));
   // A gateway serves MCP and the session routes, no chat: its sessions' turns are MCP calls.
   app.all('/api/chat', notFound);
   app.all('/api/chat/*', notFound);
-  if (options.corsOrigins?.length) {
-    // A browser client sends and reads the MCP session headers.
-    app.use(
-      '/mcp',
-      cors({
-        origin: [...options.corsOrigins],
-        allowHeaders: ['content-type', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'],
-        exposeHeaders: ['mcp-session-id'],
-      }),
-    );
+  // First, so that a refused request's span names its session too.
+  if (options.telemetry) {
+    app.use('/mcp', requestTelemetry({ sessionHeader: 'mcp-session-id', agentId: gateway.agentId, route: '/mcp' }));
   }
+  // /mcp is behind the checks /api is behind, so a page of another site can no more call a tool
+  // than run a chat turn: CORS for the --cors origins, the refusal of every other origin's
+  // writes (a page may POST without asking first; the SDK's strict media-type check is no
+  // guard to lean on), then the API key. The Host check (DNS rebinding) wraps the whole app.
+  if (origins.length > 0) app.use('/mcp', corsFor(origins, MCP_HEADERS));
+  app.use('/mcp', sameOriginWrites(origins));
   if (options.apiKey) app.use('/mcp', apiKeyAuth(options.apiKey));
   const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
   /** When each session was last asked something. */
@@ -169,13 +203,20 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpGateway>
   const closed = new Promise<void>((resolve) => {
     resolveClosed = resolve;
   });
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    // On loopback only, answered only for loopback names: see loopbackHostsOnly (DNS rebinding).
-    const fetch = isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch;
-    const started = serve({ fetch, port: options.port, hostname: options.host }, () => resolve(started));
+  // On loopback only, answered only for loopback names: see loopbackHostsOnly (DNS rebinding).
+  const server = createAdaptorServer({
+    fetch: isLoopback(options.host) ? loopbackHostsOnly(app.fetch) : app.fetch,
+    hostname: options.host,
   });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  try {
+    // As `baton serve` listens: a port in use is one line that names --http, not a stack.
+    await listen(server, { port: options.port, host: options.host, portFlag: '--http' });
+  } catch (error) {
+    clearInterval(sweeper);
+    await api.close();
+    throw error;
+  }
+  const url = urlOf(server.address() as AddressInfo);
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {

@@ -802,7 +802,9 @@ export class GatewaySession {
     const call = read ? { args, argsDigest: digest } : {};
     let decision: ToolDecision = await turn.request(name, toolCallId, undefined, call);
     if (!decision.allowed && decision.reason.code === 'approval-required') {
-      decision = await this.#approve(turn, name, toolCallId, args, digest!, decision, extra);
+      const approval = await this.#approve(turn, name, toolCallId, args, digest!, decision, extra);
+      if (approval === DECLINED) return declined(name, decision);
+      decision = approval;
     }
     if (!decision.allowed) return refused(name, decision);
     // The id the call was reserved under (an approved call has one of its own).
@@ -890,8 +892,10 @@ export class GatewaySession {
 
   /**
    * An `approve` rule holds: a person is asked through MCP elicitation when the client can ask
-   * one; the answer counts only for this call, its input and the session now. Without
-   * elicitation the refusal stands (`approval-required`).
+   * one; the answer counts only for this call, its input and the session now. A person's decline
+   * is recorded (`approval-declined`) and answered as such ({@link DECLINED}), so the model does
+   * not ask again; without elicitation, or without an answer, the refusal stands
+   * (`approval-required`) and says why no person approved.
    */
   async #approve(
     turn: Turn,
@@ -901,21 +905,29 @@ export class GatewaySession {
     digest: string,
     refusal: Extract<ToolDecision, { allowed: false }>,
     extra: RequestExtra,
-  ): Promise<ToolDecision> {
+  ): Promise<ToolDecision | typeof DECLINED> {
     const server = this.#server;
     if (refusal.reason.code !== 'approval-required') return refusal;
-    if (server?.getClientCapabilities()?.elicitation === undefined) return refusal;
+    const unapproved = (why: string) => ({
+      ...refusal,
+      reason: { ...refusal.reason, message: `${refusal.reason.message} (${why})` },
+    });
+    if (server?.getClientCapabilities()?.elicitation === undefined) {
+      // Said so, or a model takes it for a person's no, or retries as if one might still come.
+      return unapproved('no person was asked: this MCP client cannot ask one, as it does not support elicitation');
+    }
     // The refused request's id is spent (a call id is decided once): the approval is asked, and
     // the approved call requested, under an id of its own, which the approval is bound to.
     const input = JSON.stringify(args);
     if (input.length > MAX_APPROVAL_INPUT_CHARS) {
-      const message = `${refusal.reason.message} (no person was asked: the input, ${input.length} characters, is too long to show whole, and at most ${MAX_APPROVAL_INPUT_CHARS} are shown)`;
-      return { ...refusal, reason: { ...refusal.reason, message } };
+      return unapproved(
+        `no person was asked: the input, ${input.length} characters, is too long to show whole, and at most ${MAX_APPROVAL_INPUT_CHARS} are shown`,
+      );
     }
     const approvalId = `${toolCallId}-approved`;
     turn.approvalRequested(name, approvalId, digest, refusal.reason.rule);
     await turn.flush();
-    let accepted = false;
+    let action: 'accept' | 'decline' | 'cancel' | undefined;
     try {
       const answer = await server.elicitInput(
         {
@@ -924,12 +936,23 @@ export class GatewaySession {
         },
         { signal: extra.signal, timeout: APPROVAL_TIMEOUT_MS },
       );
-      accepted = answer.action === 'accept';
+      action = answer.action;
     } catch (error) {
       this.gateway.reportError(error);
     }
-    if (!accepted) return refusal;
-    return turn.request(name, approvalId, undefined, { args, argsDigest: digest, approved: true });
+    if (action === 'accept') {
+      return turn.request(name, approvalId, undefined, { args, argsDigest: digest, approved: true });
+    }
+    if (action === 'decline') {
+      // Written now, so the session's event log and the inspector show it at once; the same
+      // approval id can then never be approved.
+      turn.approvalDenied(approvalId);
+      await turn.flush().catch((error: unknown) => this.gateway.reportError(error));
+      return DECLINED;
+    }
+    // Dismissed (`cancel`), unanswered within APPROVAL_TIMEOUT_MS, or the client went away: no
+    // one said no, so the call may be asked about again.
+    return unapproved('the person asked gave no answer');
   }
 
   /** The client's log level goes to every upstream that logs. */
@@ -1073,6 +1096,25 @@ function capitalized(text: string): string {
 
 function toolError(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
+}
+
+/** What {@link GatewaySession}'s approval answers when the person asked declined the call. */
+const DECLINED = Symbol('declined');
+
+/** What a model reads when a person declined its call: final, unlike "no person could be asked". */
+const DECLINED_MESSAGE = 'a person declined this call; do not ask again for it';
+
+/**
+ * A call a person declined: said as a decline, so the model neither retries it (the person would
+ * be asked again) nor takes it for a rule's refusal, with the reason the person was asked;
+ * `_meta["baton/refusal"].code` is `approval-declined`.
+ */
+function declined(name: string, asked: Extract<ToolDecision, { allowed: false }>): CallToolResult {
+  const message = `${DECLINED_MESSAGE} (${asked.reason.message})`;
+  return {
+    ...toolError(rejectionMessage(name, { message }, asked.allowedTools)),
+    _meta: { 'baton/refusal': { code: 'approval-declined' } },
+  };
 }
 
 /** A refused call's result: the reason the AI SDK loop gives, for the model to read. */

@@ -23,7 +23,7 @@ import { toolApprovalSecret } from '../ai-sdk/tool-approval-secret.js';
 import { latestUserMessage } from '../core/messages.js';
 import { createOrchestrationManager, type OrchestrationManager } from '../orchestration/orchestration-manager.js';
 import { loadTemplate } from '../templates/load-template.js';
-import type { SessionResponse } from './api-types.js';
+import type { SessionEventsResponse, SessionResponse } from './api-types.js';
 import { type BatonApp, type CreateAppOptions, createApp } from './create-app.js';
 
 const shop = await loadTemplate(`${APPROVAL_AGENTS}shop.json`);
@@ -128,12 +128,26 @@ describe.each(SESSION_MODES)('approvals with %s sessions', (_mode, options) => {
     expect(ran).toHaveLength(1);
   });
 
-  it('runs nothing when the person denies', async () => {
+  it('runs nothing when the person denies, and records who declined what in the event log', async () => {
     const { app, ran } = makeApp(options);
     const client = await askedToPay(app);
+    const callId = client.pendingApproval().toolCallId;
     const denied = await client.answer(false);
     expect(ran).toEqual([]);
     expect(denied.chunks.some((chunk) => chunk.type === 'tool-output-denied')).toBe(true);
+    if (app.manager === undefined) return; // stateless: no event log to read
+    const declines = async () => {
+      const response = await app.request(`/api/sessions/${client.sessionId}/events`);
+      const { events } = (await response.json()) as SessionEventsResponse;
+      return events.filter((entry) => entry.event.type === 'approval-declined').map((entry) => entry.event);
+    };
+    // The app's own needsApproval asked, not a rule: the event names no rule.
+    expect(await declines()).toEqual([
+      { type: 'approval-declined', tool: 'pay', toolCallId: callId, step: 'Checkout' },
+    ]);
+    // Once: the next request carries the same denial in its history, and records nothing more.
+    await client.say('Thanks, nothing else');
+    expect(await declines()).toHaveLength(1);
   });
 
   it('refuses the forged approval of a call nobody asked for (the issue’s request), for a tool without needsApproval', async () => {

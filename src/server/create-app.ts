@@ -13,7 +13,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ToolSet } from 'ai';
 import { Hono } from 'hono';
-import { HTTPException } from 'hono/http-exception';
 import { type Logger, pino } from 'pino';
 import type { AgentTelemetryOptions, CreateAgentOptions } from '../agents/create-agent.js';
 import type { CompiledPolicy } from '../core/policy.js';
@@ -29,7 +28,15 @@ import { approvalKeys, generateApprovalKey } from './approval-keys.js';
 import { assertCreateAppOptions } from './check-app-options.js';
 import { eventLoopPacer } from './event-loop.js';
 import { errorResponse, HttpError } from './http-errors.js';
-import { apiKeyAuth, bodySizeLimit, corsFor, requestLog, requestTelemetry, sameOriginWrites } from './middleware.js';
+import {
+  answerErrors,
+  apiKeyAuth,
+  bodySizeLimit,
+  corsFor,
+  requestLog,
+  requestTelemetry,
+  sameOriginWrites,
+} from './middleware.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
@@ -182,9 +189,6 @@ export const DEFAULT_MIN_TURNS = 4;
 /** Default chat turns waiting for a slot per process. */
 export const DEFAULT_MAX_QUEUED_TURNS = 1024;
 
-/** The status nginx and other proxies log for a request its client abandoned. */
-const CLIENT_CLOSED_REQUEST = 499;
-
 /**
  * The package's built inspector (`dist/web`, from `src/server` and `dist/server` alike), found
  * when an app is created, never when this module loads. A path rather than
@@ -243,16 +247,7 @@ export function createApp(options: CreateAppOptions): BatonApp {
   });
 
   const app = new Hono();
-  app.onError((error, c) => {
-    // Hono's own middleware (bearer auth) throws these with a finished response.
-    if (error instanceof HTTPException) return error.getResponse();
-    // The client left (mid-body, or while its turn waited): nobody reads an answer, and it is
-    // no fault of the server. 499 is the status proxies log for it.
-    if (c.req.raw.signal.aborted) return new Response(null, { status: CLIENT_CLOSED_REQUEST });
-    const response = errorResponse(error);
-    if (response.serverFault) logger.error({ err: error, path: c.req.path }, 'request failed');
-    return c.json(response.body, response.status, response.headers);
-  });
+  app.onError(answerErrors(logger));
   app.notFound((c) => {
     const response = errorResponse(new HttpError('not-found', `No route for ${c.req.method} ${c.req.path}.`));
     return c.json(response.body, response.status);

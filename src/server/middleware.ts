@@ -1,21 +1,44 @@
 /**
  * What every `/api` request goes through before its route: the request log, the request's
  * telemetry, CORS, the refusal of other origins' writes, the bearer key and the body size limit,
- * each Hono's own middleware where Hono has one.
+ * each Hono's own middleware where Hono has one; and how an error any of them (or a route)
+ * throws is answered. The MCP gateway's `/mcp` goes through the same CORS, origin and key checks.
  */
-import type { MiddlewareHandler } from 'hono';
+import type { ErrorHandler, MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
 import { bodyLimit } from 'hono/body-limit';
 import { cors } from 'hono/cors';
+import { HTTPException } from 'hono/http-exception';
 import { routePath } from 'hono/route';
 import type { Logger } from 'pino';
 import type { TelemetryAttributes } from '../telemetry/otel.js';
 import { agentAttributes, sessionAttributes, setHttpRoute, startRequestScope } from '../telemetry/request-scope.js';
-import { HttpError } from './http-errors.js';
+import { errorResponse, HttpError } from './http-errors.js';
 import { STATE_HEADER } from './session-source.js';
 
 /** The response header that names the session of a chat turn. */
 export const SESSION_HEADER = 'x-session-id';
+
+/** The status nginx and other proxies log for a request its client abandoned. */
+const CLIENT_CLOSED_REQUEST = 499;
+
+/**
+ * Answers an error a middleware or route threw in the API's error shape (`errorResponse`), and
+ * logs it with its stack when it is the server's fault. An app whose own middleware throws
+ * (`sameOriginWrites`, say) needs it as its `onError`, or Hono answers a bare 500.
+ */
+export function answerErrors(logger: Logger): ErrorHandler {
+  return (error, c) => {
+    // Hono's own middleware (bearer auth) throws these with a finished response.
+    if (error instanceof HTTPException) return error.getResponse();
+    // The client left (mid-body, or while its turn waited): nobody reads an answer, and it is
+    // no fault of the server. 499 is the status proxies log for it.
+    if (c.req.raw.signal.aborted) return new Response(null, { status: CLIENT_CLOSED_REQUEST });
+    const response = errorResponse(error);
+    if (response.serverFault) logger.error({ err: error, path: c.req.path }, 'request failed');
+    return c.json(response.body, response.status, response.headers);
+  };
+}
 
 /** One line per request: method, path, status, time, and the session when there is one. */
 export function requestLog(logger: Logger): MiddlewareHandler {
@@ -38,13 +61,27 @@ export function requestLog(logger: Logger): MiddlewareHandler {
   };
 }
 
+/** Where {@link requestTelemetry} finds what a request served when its route does not say. */
+export interface RequestTelemetryOptions {
+  /**
+   * The header that names the session: the answer's, else (only when given here) the request's
+   * (default: the answer's `x-session-id`).
+   */
+  readonly sessionHeader?: string | undefined;
+  /** The agent every request serves (the MCP gateway's one template). */
+  readonly agentId?: string | undefined;
+  /** The route to report (`/mcp`), for a handler whose Hono route path says no more than the middleware's. */
+  readonly route?: string | undefined;
+}
+
 /**
- * The request's part of the trace (`createApp({ telemetry })`): every span started while the
- * request is handled joins its scope, which gets the agent and session the request served
- * (from the route, the session header, or the first decision of the turn); the route goes to
- * the `SERVER` span of OpenTelemetry's HTTP instrumentation as `http.route`.
+ * The request's part of the trace (`createApp({ telemetry })`, the MCP gateway's `/mcp`): every
+ * span started while the request is handled joins its scope, which gets the agent and session
+ * the request served (from the route, the session header, or the first decision of the turn);
+ * the route goes to the `SERVER` span of OpenTelemetry's HTTP instrumentation as `http.route`.
  */
-export function requestTelemetry(): MiddlewareHandler {
+export function requestTelemetry(options: RequestTelemetryOptions = {}): MiddlewareHandler {
+  const header = options.sessionHeader ?? SESSION_HEADER;
   return async (c, next) => {
     const scope = startRequestScope();
     if (scope === undefined) return next(); // no @opentelemetry/api: nothing records
@@ -52,22 +89,39 @@ export function requestTelemetry(): MiddlewareHandler {
     await scope.run(next);
     const params: Record<string, string | undefined> = c.req.param();
     const attributes: TelemetryAttributes = {};
-    if (params.agentId) Object.assign(attributes, agentAttributes(params.agentId));
-    const sessionId = c.res.headers.get(SESSION_HEADER) ?? params.sessionId;
+    const agentId = params.agentId ?? options.agentId;
+    if (agentId) Object.assign(attributes, agentAttributes(agentId));
+    // A request's own header names the session only where the caller says so: a chat answer's
+    // x-session-id is the server's choice, a client's would be a claim.
+    const sessionId =
+      c.res.headers.get(header) ?? params.sessionId ?? (options.sessionHeader ? c.req.header(header) : undefined);
     if (sessionId) Object.assign(attributes, sessionAttributes(sessionId));
     scope.add(attributes);
+    if (options.route !== undefined) return setHttpRoute(options.route);
     // A request no route took (a 404) keeps this middleware's own path: no route to name.
     const route = routePath(c);
     if (route !== unrouted) setHttpRoute(route);
   };
 }
 
-/** CORS for the given origins, exposing the session headers to browser clients. */
-export function corsFor(origins: readonly string[]): MiddlewareHandler {
+/** The headers a browser client of the chat API sends and reads besides the standard ones. */
+const API_HEADERS: CorsHeaders = { send: [SESSION_HEADER, STATE_HEADER], read: [SESSION_HEADER, STATE_HEADER] };
+
+/** Headers a route's browser clients send (`send`) and must be able to read (`read`), for CORS. */
+export interface CorsHeaders {
+  readonly send: readonly string[];
+  readonly read: readonly string[];
+}
+
+/**
+ * CORS for the given origins: a browser client may send `content-type`, `authorization` and
+ * `headers.send`, and read `headers.read` (default: the chat API's session headers).
+ */
+export function corsFor(origins: readonly string[], headers: CorsHeaders = API_HEADERS): MiddlewareHandler {
   return cors({
     origin: [...origins],
-    allowHeaders: ['content-type', 'authorization', SESSION_HEADER, STATE_HEADER],
-    exposeHeaders: [SESSION_HEADER, STATE_HEADER],
+    allowHeaders: ['content-type', 'authorization', ...headers.send],
+    exposeHeaders: [...headers.read],
   });
 }
 

@@ -79,6 +79,13 @@ describe('redisStore options', () => {
     );
   });
 
+  it('refuses a url whose path is no database number, which ioredis would read as database 0', () => {
+    expect(() => redisStore({ url: `${URL}/sessions` })).toThrow(
+      'Invalid url: its path names the database, a whole number (redis://host:6379/0), got "/sessions"',
+    );
+    expect(() => redisStore({ url: `${URL}/-1` })).toThrow(/got "\/-1"/);
+  });
+
   it('still takes every option it knows (connecting only when used)', async () => {
     const store = redisStore({
       url: URL,
@@ -437,6 +444,46 @@ describe.skipIf(skip)('redisStore', () => {
     expect(StoreUnavailableError.isInstance(error)).toBe(true);
     expect((error as StoreUnavailableError).store).toBe('redis');
     expect(String((error as Error).message)).toMatch(/ECONNREFUSED/);
+  });
+
+  it('refuses every call while the server refuses its database, instead of using database 0', async () => {
+    // A server has 16 databases by default; ioredis only emits an error for the failed SELECT
+    // and sends everything to database 0.
+    const prefix = `${RUN_PREFIX}db99:`;
+    const store = redisStore({ url: `${URL}/99`, prefix });
+    stores.push(store);
+    const calls = [() => store.update('s', () => state('s')), () => store.get('s'), () => store.readLog!('s')];
+    for (const call of calls) {
+      const error = await rejection(call());
+      expect(error).toMatchObject({ code: 'store-failed' });
+      expect((error as Error).message).toMatch(
+        /^Session store "redis" cannot use database 99: the Redis server refused to select it \(ERR [^)]*\)\. This server has (\d+) \(0 to \d+\); name one of them in the URL/,
+      );
+    }
+    expect(await raw.exists(redisSessionKey('s', prefix))).toBe(0);
+    // A caller's client naming such a database: the same refusal.
+    const own = new Redis({ db: 99, lazyConnect: true });
+    own.on('error', () => undefined); // ioredis reports the failed SELECT there too
+    const through = redisStore({ client: own, prefix });
+    stores.push(through);
+    await expect(through.update('s', () => state('s'))).rejects.toMatchObject({ code: 'store-failed' });
+    expect(await raw.exists(redisSessionKey('s', prefix))).toBe(0);
+    own.disconnect();
+  });
+
+  it('keeps its sessions in the database its URL names, and only there', async () => {
+    const prefix = `${RUN_PREFIX}db1:`;
+    const store = redisStore({ url: `${URL}/1`, prefix });
+    stores.push(store);
+    const one = new Redis(`${URL}/1`);
+    clients.push(one);
+    try {
+      await store.update('s', () => state('s'));
+      expect(await one.exists(redisSessionKey('s', prefix))).toBe(1);
+      expect(await raw.exists(redisSessionKey('s', prefix))).toBe(0);
+    } finally {
+      await one.del(redisSessionKey('s', prefix), `${redisSessionKey('s', prefix)}:log`);
+    }
   });
 
   it('refuses to work after close', async () => {

@@ -23,6 +23,13 @@
  * Expiry runs on the Redis server's clock (`PEXPIRE`, sliding: every write renews
  * it), so the `now` option cannot drive it and is ignored.
  *
+ * Database. A URL's path (`redis://host:6379/3`) or a client's `db` names the database. ioredis
+ * selects it on every connection, but when the server refuses (it has no such database: 16 by
+ * default), it only emits an `error` event and every command goes to database 0, where sessions
+ * would mix with whatever else lives there. So the store selects the database itself on each
+ * new connection before its first command there, and refuses every call (`store-failed`,
+ * saying which database the server has) while the server refuses it.
+ *
  * Faults. Nothing waits unboundedly: with Redis down or hung, a call fails with
  * `StoreUnavailableError` after about `commandTimeoutMs`, and the store reconnects on its own.
  * A call that failed on a timeout may still have reached the server and taken effect (no
@@ -56,7 +63,10 @@ export interface RedisStoreOptions extends StoreOptions {
    * its pending work, so in a model loop each store call waits for that work, then for Redis.
    */
   client?: Redis | Cluster;
-  /** Where to connect when no `client` is given (default `redis://127.0.0.1:6379/0`). */
+  /**
+   * Where to connect when no `client` is given (default `redis://127.0.0.1:6379/0`); the path
+   * names the database. One the server does not have is refused at the store's first call.
+   */
   url?: string;
   /** Namespace put before every key (default `baton:`); must not contain `{` or `}`. */
   prefix?: string;
@@ -243,6 +253,16 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   if (options.url !== undefined && typeof options.url !== 'string') {
     throw new InvalidArgumentError('url', `expected a redis:// or rediss:// URL string, got ${typeof options.url}`);
   }
+  if (options.url !== undefined) {
+    // ioredis reads `/abc` as no database at all and quietly uses database 0.
+    const path = /^[a-z]+:\/\/[^/?#]*(\/[^?#]*)?/i.exec(options.url)?.[1] ?? '';
+    if (path !== '' && path !== '/' && !/^\/\d+$/.test(path)) {
+      throw new InvalidArgumentError(
+        'url',
+        `its path names the database, a whole number (redis://host:6379/0), got ${JSON.stringify(path)}`,
+      );
+    }
+  }
   if (options.client !== undefined && !(typeof options.client === 'object' && options.client !== null)) {
     throw new InvalidArgumentError('client', `expected an ioredis Redis or Cluster, got ${typeof options.client}`);
   }
@@ -310,6 +330,17 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
   // Every (re)connection opens a new socket: it holds the process only if a command waits.
   if (ownsClient) client.on('connect', () => holdProcess(inFlight > 0));
   const cluster = client.isCluster;
+  // A cluster has database 0 only (ioredis refuses a `db` for it).
+  const database = cluster ? 0 : ((client as Redis).options.db ?? 0);
+  /** Whether the current connection is known to use {@link database}; see the module comment. */
+  let databaseSelected = database === 0;
+  let selecting: Promise<void> | undefined;
+  const onReady = () => {
+    databaseSelected = database === 0;
+    selecting = undefined;
+  };
+  // Registered before any waiter: a new connection is checked before the store's next command.
+  if (database !== 0) client.on('ready', onReady);
   // ioredis adds a client's `keyPrefix` to declared keys, not to keys a script builds
   // from its arguments (evictions, sweeps), so those get it spelled out.
   const clientPrefix = client.options.keyPrefix ?? '';
@@ -401,6 +432,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
     if (inFlight++ === 0) holdProcess(true);
     try {
       if (client.status !== 'ready') await waitReady(what, deadline ?? performance.now() + commandTimeoutMs);
+      if (!databaseSelected) await selectDatabase(what);
       if (inFlight > 1) batchWrites();
       // ioredis's `commandTimeout` starts only when a command is written, and auto-pipelining
       // holds commands back while an earlier batch awaits its replies; a caller's client
@@ -411,6 +443,46 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       throw unavailable(`${what} failed: ${(error as Error).message}`, error);
     } finally {
       if (--inFlight === 0) holdProcess(false);
+    }
+  }
+
+  /**
+   * Selects {@link database} on the current connection, once for all the commands that wait on
+   * it. A server that refuses it is a misconfiguration, which no retry mends: `store-failed`,
+   * saying how many databases the server has when it tells.
+   */
+  function selectDatabase(what: string): Promise<void> {
+    selecting ??= (async () => {
+      try {
+        await withDeadline((client as Redis).select(database));
+        databaseSelected = true;
+      } catch (error) {
+        selecting = undefined;
+        const reply = (error as Error).message;
+        if (!/^ERR\b/.test(reply)) throw unavailable(`${what} failed: selecting database ${database}: ${reply}`, error);
+        const count = await databaseCount();
+        throw new BatonError(
+          'store-failed',
+          `Session store "${STORE_NAME}" cannot use database ${database}: the Redis server refused to select it (${reply}). ` +
+            (count === undefined
+              ? 'A Redis server has 16 databases (0 to 15) unless its "databases" setting says otherwise; '
+              : `This server has ${count} (0 to ${count - 1}); `) +
+            'name one of them in the URL (redis://host:6379/<database>) or raise "databases" in redis.conf.',
+          { cause: error },
+        );
+      }
+    })();
+    return selecting;
+  }
+
+  /** How many databases the server has, when it says (managed servers often disable CONFIG). */
+  async function databaseCount(): Promise<number | undefined> {
+    try {
+      const reply = await withDeadline((client as Redis).config('GET', 'databases'));
+      const count = Number(Array.isArray(reply) ? reply[1] : undefined);
+      return Number.isSafeInteger(count) && count > 0 ? count : undefined;
+    } catch {
+      return undefined;
     }
   }
 
@@ -657,6 +729,7 @@ export function redisStore(options: RedisStoreOptions = {}): SessionStore {
       if (closed) return;
       closed = true;
       cache.clear();
+      client.off('ready', onReady);
       if (!ownsClient) return;
       if (client.status === 'ready') {
         await client.quit().catch(() => client.disconnect());

@@ -1,6 +1,6 @@
 /**
- * `baton serve --otel`: an OpenTelemetry trace pipeline for the server process, exporting over
- * OTLP/HTTP (JSON) to `$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else
+ * `baton serve --otel` and `baton mcp --otel`: an OpenTelemetry trace pipeline for the process,
+ * exporting over OTLP/HTTP (JSON) to `$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else
  * `$OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces`, else `http://localhost:4318/v1/traces`; the
  * exporter reads the other standard `OTEL_EXPORTER_OTLP_*` variables (headers, timeout)
  * itself.
@@ -39,6 +39,8 @@ export interface OtelExportOptions {
   env: Readonly<Record<string, string | undefined>>;
   /** `service.version` of the resource. */
   serviceVersion?: string;
+  /** The command whose `--otel` starts the pipeline, named when a package is missing (default `baton serve`). */
+  command?: string;
 }
 
 /** A running export pipeline; see the module comment. */
@@ -142,9 +144,10 @@ export function otlpTracesEndpoint(env: Readonly<Record<string, string | undefin
  */
 export function startOtelExport(options: OtelExportOptions): OtelExport {
   const missing: string[] = [];
+  const feature = `Exporting traces (\`${options.command ?? 'baton serve'} --otel\`)`;
   const load = <Module>(name: string): Module | undefined => {
     try {
-      return loadOptionalDependency<Module>(name, 'Exporting traces (`baton serve --otel`)');
+      return loadOptionalDependency<Module>(name, feature);
     } catch (error) {
       // Absent packages are gathered into one message; one that is there but broken is its
       // own problem, reported as it is.
@@ -163,7 +166,7 @@ export function startOtelExport(options: OtelExportOptions): OtelExport {
   const core = load<Core>('@opentelemetry/core');
   const http = load<HttpInstrumentationModule>('@opentelemetry/instrumentation-http');
   if (!api || !sdk || !hooks || !resources || !otlp || !core || !http) {
-    throw new MissingDependencyError(missing.join(' '), 'Exporting traces (`baton serve --otel`)');
+    throw new MissingDependencyError(missing.join(' '), feature);
   }
 
   const env = options.env;

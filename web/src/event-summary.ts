@@ -1,12 +1,15 @@
 /**
  * One line for each logged decision of a session, as the session timeline lists them
- * ("step → ResearchMode", "offered: search", "refused deploy: ..."), and the kind of decision,
- * which the timeline colours by.
+ * ("step → ResearchMode", "offered: search", "refused deploy: ...", "a person declined deploy"),
+ * and the kind of decision, which the timeline colours by.
  */
 import type { LoggedEvent, SessionEventEntry } from './types.js';
 
-/** How the timeline marks a decision. */
-export type EventKind = 'step' | 'offer' | 'tool' | 'sequence' | 'refusal' | 'warning' | 'turn' | 'other';
+/**
+ * How the timeline marks a decision: `refusal` is orchestration's (a rule, the step, a budget),
+ * `decline` a person's answer to an approval.
+ */
+export type EventKind = 'step' | 'offer' | 'tool' | 'sequence' | 'refusal' | 'decline' | 'warning' | 'turn' | 'other';
 
 /** A decision as the timeline lists it. */
 export interface EventSummary {
@@ -58,6 +61,11 @@ export function summarizeEvent(event: LoggedEvent): EventSummary {
       };
     case 'approval-requested':
       return { kind: 'warning', text: `asked a person to approve ${event.tool} (${event.rule}): ${event.reason}` };
+    case 'approval-declined':
+      return {
+        kind: 'decline',
+        text: `a person declined ${event.tool}${event.rule === undefined ? '' : ` (asked by ${event.rule})`}`,
+      };
     case 'sequence-advanced':
       return { kind: 'sequence', text: `sequence ${event.index}/${event.length} (${event.tool})` };
     case 'sequence-completed':

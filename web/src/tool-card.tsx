@@ -1,8 +1,9 @@
 /**
  * One tool call of the answer as a collapsible card: its input, then its output, its error, or
- * the orchestration's rejection (a call that was never run because the tool was not allowed).
- * A call that waits for a person's approval shows Approve and Deny; the answer goes back to the
- * server as the AI SDK's approval response, which runs or denies the call.
+ * the orchestration's rejection (a call that was never run because the tool, or a rule, did not
+ * allow it). A call that waits for a person's approval shows Approve and Deny; the answer goes
+ * back to the server as the AI SDK's approval response, which runs or denies the call. A call a
+ * person denied shows as declined, apart from one orchestration rejected.
  */
 import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 
@@ -18,6 +19,17 @@ export function isRejection(errorText: string): boolean {
   return REJECTED.test(errorText);
 }
 
+/**
+ * Why orchestration refused a call the AI SDK reports as denied, or undefined when a person (or
+ * the app's own approval policy) denied it. Orchestration refuses a call through the AI SDK's
+ * approval hook: the SDK marks that approval automatic and gives Baton's reason.
+ */
+export function orchestrationRefusal(approval: { isAutomatic?: boolean; reason?: string }): string | undefined {
+  return approval.isAutomatic === true && approval.reason !== undefined && isRejection(approval.reason)
+    ? approval.reason
+    : undefined;
+}
+
 /** The state of a tool part, as the card shows it; `live` while its answer still streams. */
 export function toolCallState(part: ToolUIPart | DynamicToolUIPart, live: boolean): ToolCallState {
   switch (part.state) {
@@ -26,12 +38,13 @@ export function toolCallState(part: ToolUIPart | DynamicToolUIPart, live: boolea
     case 'output-error':
       return isRejection(part.errorText) ? 'rejected' : 'error';
     case 'output-denied':
-      return 'denied';
+      return orchestrationRefusal(part.approval) === undefined ? 'denied' : 'rejected';
     case 'approval-requested':
       return 'awaiting-approval';
     case 'approval-responded':
-      // Denied: that is its outcome. Approved: it runs once the answer reaches the server.
-      if (!part.approval.approved) return 'denied';
+      // Denied: that is its outcome, a rule's or a person's. Approved: it runs once the answer
+      // reaches the server.
+      if (!part.approval.approved) return orchestrationRefusal(part.approval) === undefined ? 'denied' : 'rejected';
       return live ? 'running' : 'stopped';
     default:
       // Without an outcome after the answer ended, the call was cut short (Stop, a lost connection).
@@ -45,7 +58,7 @@ const LABELS: Record<ToolCallState, string> = {
   done: 'done',
   error: 'failed',
   rejected: 'rejected by orchestration',
-  denied: 'denied',
+  denied: 'declined by a person',
   'awaiting-approval': 'awaiting approval',
 };
 
@@ -73,6 +86,9 @@ export function ToolCard({
   onAnswer?: AnswerApproval | undefined;
 }) {
   const state = toolCallState(part, live);
+  // Denied without a person: the app's own approval policy said no (orchestration's refusals
+  // are `rejected`).
+  const byApp = state === 'denied' && 'approval' in part && part.approval?.isAutomatic === true;
   return (
     <details
       className={`tool-card tool-${state}`}
@@ -83,7 +99,7 @@ export function ToolCard({
     >
       <summary>
         <span className="tool-name">{name}</span>
-        <span className={`badge badge-${state}`}>{LABELS[state]}</span>
+        <span className={`badge badge-${state}`}>{byApp ? 'denied by the app' : LABELS[state]}</span>
       </summary>
       <div className="tool-body">
         <div className="tool-section">
@@ -123,6 +139,12 @@ export function ToolCard({
           <div className="tool-section">
             <div className="field-label">{state === 'rejected' ? 'Why it was not run' : 'Error'}</div>
             <pre className="json error-text">{part.errorText}</pre>
+          </div>
+        )}
+        {state === 'rejected' && part.state !== 'output-error' && 'approval' in part && part.approval && (
+          <div className="tool-section">
+            <div className="field-label">Why it was not run</div>
+            <pre className="json error-text">{orchestrationRefusal(part.approval)}</pre>
           </div>
         )}
       </div>
