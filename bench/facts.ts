@@ -17,20 +17,26 @@
  *    object, an `append` (max 50). Measured as the pure `tool-completed` transition (on the state
  *    its request made, a new object each call) and as `completeTool(…, { result })` through the
  *    manager on the memory store (the `requestTool` before it is not timed).
+ * 3. Each rule's condition of (1) alone, evaluated on the variables a decision builds: where the
+ *    difference goes (and the membership test with the id first, last and absent in the union).
  *
  * Rounds alternate the variants (in rotated order), so the machine's other work hits them alike;
  * each variant's figure is its fastest round (the least disturbed), and each difference and ratio
  * is also given per round, as its lowest and highest. The load average is printed before and after.
  *
- *   npm run bench:facts [-- --rounds=20 --calls=2000 --only=read,write --json]
+ *   npx tsc -p tsconfig.build.json && npm run bench:facts -- --dist [--rounds=30 --calls=2000 --json]
  *
- * `--only` also takes single rows (`decision`, `fresh`, `manager`, `completion`, `complete`), and
- * `--variants=<name>,…` keeps only the variants named (a profile of one: `--cpu-prof`).
+ * `--only` takes groups (`read`, `write`, `conditions`) or single rows (`decision`, `fresh`,
+ * `manager`, `completion`, `complete`); `--variants=<name>,…` keeps only the variants named, for
+ * a profile of one (`npx node --cpu-prof --import tsx bench/facts.ts --dist --only=decision
+ * '--variants=10 rules on facts'`).
  *
  * `--dist` measures the built package (`npx tsc -p tsconfig.build.json` first) instead of `src/`
  * through tsx, whose `__name()` wrappers distort figures this small (see bench/running-calls.ts).
  */
 import { cpus, loadavg } from 'node:os';
+import type * as RuleExpressions from '../src/core/rule-expressions.js';
+import type * as Rules from '../src/core/rules.js';
 import type { Rule } from '../src/core/schema.js';
 import type * as State from '../src/core/state.js';
 import type { OrchestrationState } from '../src/core/state.js';
@@ -44,18 +50,20 @@ const from = DIST ? '../dist' : '../src';
 const { compileOrchestration, createOrchestrationManager } = (await import(`${from}/index.js`)) as typeof Index;
 const { createState } = (await import(`${from}/core/state.js`)) as typeof State;
 const { decideToolCall, transition } = (await import(`${from}/core/transition.js`)) as typeof Transition;
+const { compileExpression } = (await import(`${from}/core/rule-expressions.js`)) as typeof RuleExpressions;
+const { celState, celValue } = (await import(`${from}/core/rules.js`)) as typeof Rules;
 
 const flag = (name: string, fallback: number) => {
   const value = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return value === undefined ? fallback : Number(value);
 };
-const ROUNDS = flag('rounds', 20);
+const ROUNDS = flag('rounds', 30);
 const CALLS = flag('calls', 2_000);
 const JSON_OUT = args.includes('--json');
 const ONLY = args
   .find((a) => a.startsWith('--only='))
   ?.slice(7)
-  .split(',') ?? ['read', 'write'];
+  .split(',') ?? ['read', 'write', 'conditions'];
 /** Only the variants named (`--variants=10 rules on facts`, for a profile of one). */
 const VARIANTS = args
   .find((a) => a.startsWith('--variants='))
@@ -295,8 +303,42 @@ async function measure(
   return { what, fastest, rounds };
 }
 
+/**
+ * Each rule's condition alone (the evaluator's program on the variables a decision builds, the
+ * state's view built once): µs per evaluation, fastest of the rounds, expressions alternating.
+ * Also the membership test at other places in the union: first, last, absent.
+ */
+function measureConditions(): Record<string, number> {
+  const state: OrchestrationState = { ...createState('s', 0), activeStep: 'Checkout', ...SEEDED };
+  const variables = { tool: 'pay', args: celValue(PAY), state: celState(state), context: celValue(CONTEXT) };
+  const expressions = [
+    ...ARG_RULES.map((rule) => rule.when!),
+    ...FACT_RULES.map((rule) => rule.when!),
+    "'item-0' in state.facts.listed",
+    "'item-999' in state.facts.listed",
+    "'item-x' in state.facts.listed",
+    "state.activeStep == 'Checkout'",
+  ];
+  const programs = expressions.map((expression) => {
+    const { program, problem } = compileExpression(expression);
+    if (program === undefined) throw new Error(`${expression}: ${problem}`);
+    return program;
+  });
+  const best = expressions.map(() => Number.POSITIVE_INFINITY);
+  for (let round = -1; round < ROUNDS; round++) {
+    programs.forEach((program, k) => {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < CALLS; i++) program(variables);
+      const taken = Number(process.hrtime.bigint() - start) / 1_000 / CALLS;
+      if (round >= 0) best[k] = Math.min(best[k]!, taken);
+    });
+  }
+  return Object.fromEntries(expressions.map((expression, k) => [expression, best[k]!]));
+}
+
 const loadBefore = loadavg()[0]!;
 const rows: Row[] = [];
+const conditions = ONLY.includes('conditions') ? measureConditions() : undefined;
 const want = (group: string, row: string) => ONLY.includes(group) || ONLY.includes(row);
 if (want('read', 'decision')) {
   rows.push(await measure('decision (decideToolCall), fixed state', reading, pureDecision(false)));
@@ -343,6 +385,7 @@ if (JSON_OUT) {
   console.log(
     JSON.stringify({
       load: [loadBefore, loadAfter],
+      conditions,
       rows: rows.map((row) => ({
         ...row,
         against: pairs(row).map(([a, b]) => ({ a, b, ...against(row, a, b) })),
@@ -370,5 +413,12 @@ if (JSON_OUT) {
           `x${c.ratio.toFixed(2)} (${c.ratioRange[0].toFixed(2)}-${c.ratioRange[1].toFixed(2)})`,
       );
     }
+  }
+  if (conditions !== undefined) {
+    const sum = (rules: Rule[]) => rules.reduce((total, rule) => total + conditions[rule.when!]!, 0);
+    console.log(
+      `\neach condition alone, µs per evaluation (10 on args: ${f(sum(ARG_RULES))} in all, 10 on facts: ${f(sum(FACT_RULES))}):`,
+    );
+    for (const [expression, taken] of Object.entries(conditions)) console.log(`  ${taken.toFixed(3)}  ${expression}`);
   }
 }
