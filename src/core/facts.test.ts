@@ -129,6 +129,14 @@ describe('facts', () => {
     expect(s.request('delete_item', { id: 'a' })).toMatchObject({ allowed: false, reason: { fact: 'listed_ids' } });
   });
 
+  it('keeps a union of values apart as JSON does: a string is never its JSON look-alike', () => {
+    const s = session();
+    const items = ['1', 1, 'null', null, '"1"', { a: 1 }, '{"a":1}', [1], '[1]', true, 'true'].map((id) => ({ id }));
+    s.call('list_items', { items });
+    s.call('list_items', { items: [...items].reverse() });
+    expect(s.state.facts?.listed_ids).toEqual({ value: items.map((item) => item.id) });
+  });
+
   it('keeps the last max values of an append fact', () => {
     const s = session({
       facts: [{ name: 'seen', tools: ['read_file'], value: 'result.path', keep: 'append', max: 2 }],
