@@ -162,7 +162,7 @@ describe('baton validate', { timeout: 60_000 }, () => {
     const run = await baton(['validate', file]);
     expect(run.code).toBe(1);
     expect(run.stdout).toContain(
-      `${file}:${line}:5: error: orchestration.defualtStep: unknown key "defualtStep" (known keys: description, defaultStep, historyLimit, shadow, budget, rules, unlistedTools, steps) [unknown_key]\n    hint: did you mean "defaultStep"?`,
+      `${file}:${line}:5: error: orchestration.defualtStep: unknown key "defualtStep" (known keys: description, defaultStep, historyLimit, shadow, budget, rules, facts, labels, unlistedTools, steps) [unknown_key]\n    hint: did you mean "defaultStep"?`,
     );
     expect(run.stdout).toMatch(
       /typos\.json:\d+:\d+: error: orchestration\.steps\[1\]\.name: duplicate step name "idle"/,
