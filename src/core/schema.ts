@@ -101,9 +101,9 @@ const factName = z
 export const LIMIT_SCOPES = ['session', 'principal', 'agent', 'global'] as const;
 
 /** A rule of the operator's policy (SPEC section 11): a rule on calls whose limit may count across sessions. */
-export const policyRuleSchema = ruleSchema.safeExtend({
+export const policyRuleSchema = ruleSchema.extend({
   limit: ruleLimitSchema
-    .safeExtend({
+    .extend({
       scope: z
         .enum(LIMIT_SCOPES)
         .optional()
