@@ -74,6 +74,7 @@ export type { TokenUsageInput } from './core/token-usage.js';
 export type { ToolAnnotations } from './core/tool-annotations.js';
 export {
   DEFAULT_LEASE_MS,
+  type ExplainedRule,
   type Explanation,
   MAX_PENDING_ENTRIES,
   type StepDecision,

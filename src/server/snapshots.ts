@@ -29,7 +29,11 @@ function toolStatuses(explanation: Explanation): ToolStatus[] {
     const status: ToolStatus = tool.reason
       ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason }
       : { tool: tool.tool, allowed: true };
-    if (tool.rules !== undefined) status.rules = tool.rules.map((rule) => ({ ...rule }));
+    if (tool.rules !== undefined) {
+      status.rules = tool.rules.map(({ facts, ...rule }) =>
+        facts === undefined ? rule : { ...rule, facts: [...facts] },
+      );
+    }
     return status;
   });
 }
