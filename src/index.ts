@@ -51,6 +51,7 @@ export {
 export {
   assertLogEntry,
   type LoggedEvent,
+  type LoggedFact,
   logEntriesOf,
   type SessionLogEntry,
   type SessionLogState,
@@ -59,6 +60,7 @@ export {
   type AIOrchestrationState,
   DEFAULT_HISTORY_LIMIT,
   DEFAULT_SESSION_TTL_MS,
+  type FactValue,
   type OrchestrationState,
   type PendingEntry,
   type PendingMessage,

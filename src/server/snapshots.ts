@@ -62,7 +62,8 @@ export function sessionEventsResponse(
       at: entry.at,
       turn: entry.turn,
       event: { ...entry.event },
-      state: restingSnapshot(agentId, at, explanation, false),
+      // The entry's own facts: a value it left out shows as left out, not as unknown.
+      state: restingSnapshot(agentId, at, explanation, false, entry.facts),
       tools: toolStatuses(explanation),
     });
   }
