@@ -62,6 +62,7 @@ export {
 export {
   assertLogEntry,
   type LoggedEvent,
+  type LoggedFact,
   logEntriesOf,
   type SessionLogEntry,
   type SessionLogState,
@@ -70,6 +71,7 @@ export {
   type AIOrchestrationState,
   DEFAULT_HISTORY_LIMIT,
   DEFAULT_SESSION_TTL_MS,
+  type FactValue,
   type OrchestrationState,
   type PendingEntry,
   type PendingMessage,
@@ -85,6 +87,7 @@ export type { TokenUsageInput } from './core/token-usage.js';
 export type { ToolAnnotations } from './core/tool-annotations.js';
 export {
   DEFAULT_LEASE_MS,
+  type ExplainedRule,
   type Explanation,
   MAX_PENDING_ENTRIES,
   type StepDecision,

@@ -20,7 +20,7 @@ import type { OrchestrationSource } from '../core/compile.js';
 import type { StepView } from '../core/engine.js';
 import type { OrchestrationEvent } from '../core/events.js';
 import type { ChatMessage } from '../core/messages.js';
-import type { AIOrchestrationState, OrchestrationState } from '../core/state.js';
+import type { AIOrchestrationState, FactValue, OrchestrationState } from '../core/state.js';
 import type { ToolAnnotations } from '../core/tool-annotations.js';
 import type { OrchestrationManager } from '../orchestration/orchestration-manager.js';
 
@@ -39,6 +39,13 @@ export interface StepInfo {
   /** `required` when the model must call one of `allowedTools` (a `requireSequence` step). */
   readonly toolChoice: 'auto' | 'none' | 'required';
   readonly state: AIOrchestrationState;
+  /**
+   * The facts completed calls' results set (SPEC section 11), by name, as the step starts: a
+   * value, or why it is unknown. Absent while the session has none.
+   */
+  readonly facts?: Readonly<Record<string, FactValue>>;
+  /** The labels completed calls' results raised, in the order they rose. Absent while none is. */
+  readonly labels?: readonly string[];
   /** Shadow mode: nothing is enforced; `wouldOffer` is what enforcement would have offered. */
   readonly shadow: boolean;
   readonly wouldOffer?: readonly string[];

@@ -8,7 +8,8 @@
  */
 import type { UIMessage } from 'ai';
 import type { SequenceView } from '../core/engine.js';
-import type { OrchestrationState, TokenUsage } from '../core/state.js';
+import type { LoggedFact } from '../core/session-log.js';
+import type { FactValue, OrchestrationState, TokenUsage } from '../core/state.js';
 import type { Explanation } from '../core/transition.js';
 import type { SequenceIncomplete, StepInfo } from './orchestrate.js';
 
@@ -62,6 +63,15 @@ export interface OrchestrationSnapshot {
    * model answered first, or the turn waits for a person's approval).
    */
   sequenceIncomplete?: SequenceIncompleteSummary;
+  /**
+   * The facts completed calls' results set (SPEC section 11), by name: `{ value }` (JSON) or
+   * `{ unknown: why }` (rules that read it refuse). In the event log's entries a value of more
+   * than 256 characters of JSON is `{ omitted: <its length> }`: the log does not copy it into
+   * every entry. Absent while the session has none.
+   */
+  facts?: Record<string, FactValue | LoggedFact>;
+  /** The labels completed calls' results raised, in the order they rose. Absent while none is. */
+  labels?: string[];
   /** Stateless mode only: the signed state to send back as `x-orchestration-state` next time. */
   stateToken?: string;
 }
@@ -106,15 +116,42 @@ export function stepSnapshot(agentId: string, info: StepInfo): OrchestrationSnap
     final: false,
     ...(info.shadow ? { shadow: { wouldOffer: [...(info.wouldOffer ?? [])] } } : {}),
     ...(info.budget ? { budget: { ...info.budget, step: info.budget.step ?? null } } : {}),
+    ...factsAndLabels(info.facts, info.labels),
   };
 }
 
-/** The snapshot of a session at rest (after a turn, in the session routes and the event log). */
+/**
+ * The `facts` and `labels` fields of a snapshot: copies (a snapshot is handed to an app and to
+ * JSON, never shared with the state), only those the session has.
+ */
+function factsAndLabels(
+  facts: Readonly<Record<string, FactValue | LoggedFact>> | undefined,
+  labels: readonly string[] | undefined,
+): Pick<OrchestrationSnapshot, 'facts' | 'labels'> {
+  const out: Pick<OrchestrationSnapshot, 'facts' | 'labels'> = {};
+  if (facts !== undefined) {
+    const copy: Record<string, FactValue | LoggedFact> = {};
+    // Defined, not assigned: a fact may be named __proto__.
+    for (const [name, fact] of Object.entries(facts)) {
+      Object.defineProperty(copy, name, { value: { ...fact }, enumerable: true, writable: true, configurable: true });
+    }
+    if (Object.keys(copy).length > 0) out.facts = copy;
+  }
+  if (labels !== undefined && labels.length > 0) out.labels = [...labels];
+  return out;
+}
+
+/**
+ * The snapshot of a session at rest (after a turn, in the session routes and the event log).
+ * `facts`: as the snapshot shows them, the state's unless given (an event log entry's, which
+ * leaves long values out).
+ */
 export function restingSnapshot(
   agentId: string,
   state: OrchestrationState,
   explanation: Explanation,
   final: boolean,
+  facts: Readonly<Record<string, FactValue | LoggedFact>> | undefined = state.facts,
 ): OrchestrationSnapshot {
   const snapshot: OrchestrationSnapshot = {
     sessionId: state.sessionId,
@@ -130,6 +167,7 @@ export function restingSnapshot(
   };
   if (explanation.shadow) snapshot.shadow = { wouldOffer: [...(explanation.wouldOffer ?? [])] };
   if (explanation.budget) snapshot.budget = { ...explanation.budget, step: explanation.budget.step ?? null };
+  if (facts !== undefined || state.labels !== undefined) Object.assign(snapshot, factsAndLabels(facts, state.labels));
   return snapshot;
 }
 

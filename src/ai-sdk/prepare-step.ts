@@ -70,6 +70,8 @@ export function prepareStepHook<TOOLS extends ToolSet, RUNTIME_CONTEXT extends R
     // Assigned, not spread: this runs before every model step.
     if (decision.wouldOffer !== undefined) info.wouldOffer = decision.wouldOffer;
     if (decision.budget !== undefined) info.budget = decision.budget;
+    if (state.facts !== undefined) info.facts = state.facts;
+    if (state.labels !== undefined && state.labels.length > 0) info.labels = state.labels;
     hooks.last = info;
     if (options.onStep) {
       try {

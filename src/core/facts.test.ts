@@ -10,7 +10,7 @@ import { compileOrchestration } from './compile.js';
 import { latestUserMessage } from './messages.js';
 import type { OrchestrationConfig } from './schema.js';
 import { createState, type OrchestrationState } from './state.js';
-import { type ToolDecision, type TransitionInput, transition } from './transition.js';
+import { explain, type ToolDecision, type TransitionInput, transition } from './transition.js';
 import { validateOrchestration } from './validate-template.js';
 
 const TOOLS = ['list_items', 'delete_item', 'get_quote', 'pay', 'read_file', 'send_email'];
@@ -63,6 +63,7 @@ function session(source: OrchestrationConfig = config) {
       return state;
     },
     request,
+    explain: () => explain(plan, state, TOOLS, { now: 1_000, message }),
     complete: (toolCallId: string, result: unknown, args: unknown = {}) =>
       run({ type: 'tool-completed', toolCallId, result, args }),
     /** Requests `tool` and completes it with `result` at once. */
@@ -163,6 +164,48 @@ describe('labels', () => {
     // Only ever rising: a public read does not lower it.
     s.call('read_file', { classification: 'public' });
     expect(s.state.labels).toEqual(['confidential']);
+  });
+});
+
+describe('explain()', () => {
+  const rulesOf = (s: ReturnType<typeof session>, tool: string) =>
+    s.explain().tools.find((t) => t.tool === tool)?.rules;
+
+  it('names the facts and labels each rule reads, whether they are set or not', () => {
+    const s = session();
+    expect(rulesOf(s, 'delete_item')).toEqual([
+      { rule: 'rules[0]', effect: 'deny', reason: 'Delete only what was listed', facts: ['listed_ids'] },
+    ]);
+    expect(rulesOf(s, 'pay')).toEqual([
+      { rule: 'rules[1]', effect: 'deny', reason: 'Pay the quoted amount', facts: ['quote'] },
+    ]);
+    expect(rulesOf(s, 'send_email')).toEqual([
+      { rule: 'rules[2]', effect: 'deny', reason: 'Nothing leaves', labels: true },
+    ]);
+    // Once set, the same rules read the same facts: what they read is the rule's, not the session's.
+    s.call('list_items', { items: [{ id: 'a' }] });
+    s.call('read_file', { classification: 'confidential' });
+    expect(rulesOf(s, 'delete_item')?.[0]?.facts).toEqual(['listed_ids']);
+    expect(rulesOf(s, 'send_email')?.[0]?.labels).toBe(true);
+  });
+
+  it('names every declared fact for a rule that reads the facts by a computed name, and none for one that reads none', () => {
+    const s = session({
+      ...config,
+      rules: [
+        {
+          tools: ['pay'],
+          when: 'state.facts[args.fact] != args.amount',
+          effect: 'deny',
+          reason: 'Read a fact by name',
+        },
+        { tools: ['pay'], when: 'args.amount > 1000', effect: 'approve', reason: 'A large payment' },
+      ],
+    });
+    expect(rulesOf(s, 'pay')).toEqual([
+      { rule: 'rules[0]', effect: 'deny', reason: 'Read a fact by name', facts: ['listed_ids', 'quote'] },
+      { rule: 'rules[1]', effect: 'approve', reason: 'A large payment' },
+    ]);
   });
 });
 

@@ -23,6 +23,7 @@ import { hasSeen, isSuperseded, type SettledView, settledView, shadowOf } from '
 import type { CompiledRule } from './rules.js';
 import type { OrchestrationState } from './state.js';
 import {
+  type ExplainedRule,
   type Explanation,
   MAX_PENDING_ENTRIES,
   type StepDecision,
@@ -307,15 +308,7 @@ export function explain(
     if (full) return { tool, allowed: false, reason: pendingDenial(tool, step.running, undefined, true) };
     const judged = judgeTool(plan, view, tool, agentTools, preset, undefined, context);
     const rules =
-      judged.conditional.length === 0
-        ? {}
-        : {
-            rules: judged.conditional.map((rule) => ({
-              rule: rule.id,
-              effect: rule.effect ?? 'limit',
-              reason: rule.reason,
-            })),
-          };
+      judged.conditional.length === 0 ? {} : { rules: judged.conditional.map((rule) => explainedRule(plan, rule)) };
     if (judged.waitFor.length > 0) {
       return { tool, allowed: false, reason: pendingDenial(tool, runningNames(view, judged.waitFor)), ...rules };
     }
@@ -332,6 +325,25 @@ export function explain(
     if (!known.has(tool)) tools.push({ tool, allowed: false, reason: unknownToAgent(tool) });
   }
   return { ...step, sessionId: current.sessionId, stepDescription: plan.step(step.activeStep)?.description, tools };
+}
+
+/**
+ * A rule as `explain()` lists it: with the facts and labels its condition reads, which is what a
+ * completed call's result can change about its answer (and a fact not set, or unknown, refuses).
+ */
+function explainedRule(plan: OrchestrationPlan, rule: CompiledRule): ExplainedRule {
+  const reads = rule.reads;
+  const explained: { -readonly [K in keyof ExplainedRule]: ExplainedRule[K] } = {
+    rule: rule.id,
+    effect: rule.effect ?? 'limit',
+    reason: rule.reason,
+  };
+  // A condition that reads the facts whole (`state.facts[name]` with a computed name) may read
+  // any of them: every fact the template declares.
+  const facts = reads.facts === 'all' ? plan.facts.map((fact) => fact.name) : reads.facts;
+  if (facts.length > 0) explained.facts = [...facts];
+  if (reads.labels) explained.labels = true;
+  return explained;
 }
 
 /** The `sequence-incomplete` event for the session as known for sure, if its sequence is unfinished. */

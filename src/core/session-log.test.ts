@@ -10,6 +10,7 @@ import {
   assertLogEntry,
   type LogItem,
   logEntriesOf,
+  MAX_LOGGED_FACT_CHARACTERS,
   type SessionLogEntry,
   sessionLogProblem,
   stateAtEntry,
@@ -88,10 +89,58 @@ describe('the session event log', () => {
     expect(logEntriesOf({ ...second })).toBeUndefined();
   });
 
+  it('keeps the facts and labels of each entry, a long value only by its length, read back as unknown', () => {
+    const long = 'x'.repeat(MAX_LOGGED_FACT_CHARACTERS);
+    const short: OrchestrationState = {
+      ...createState('s', 0),
+      facts: { ids: { value: ['a'] }, broken: { unknown: 'its value could not be computed' } },
+    };
+    // A fact may be named __proto__: it stays a fact, not the entry's prototype.
+    const facts = JSON.parse(`{"ids": {"value": ["a"]}, "__proto__": {"value": "${long}"}}`);
+    const after: OrchestrationState = { ...short, facts, labels: ['confidential'] };
+    const logged = appendToLog(
+      createState('s', 0),
+      10,
+      [
+        { event: { type: 'session-reset' }, state: short },
+        { event: { type: 'session-reset' }, state: after },
+        { event: { type: 'session-reset' }, state: after },
+      ],
+      1,
+      'a',
+    );
+    const raw = logEntriesOf(logged) ?? [];
+    expect(Object.getPrototypeOf(raw[1]?.facts)).toBe(Object.prototype);
+    expect(Object.keys(raw[1]?.facts ?? {})).toEqual(['ids', '__proto__']);
+    const [first, second, third] = raw.map((entry, i) =>
+      assertLogEntry(JSON.parse(JSON.stringify(entry)), `entries[${i}]`),
+    );
+    expect(first?.facts).toEqual(short.facts);
+    expect(first).not.toHaveProperty('labels');
+    expect(Object.entries(second?.facts ?? {})).toEqual([
+      ['ids', { value: ['a'] }],
+      ['__proto__', { omitted: long.length + 2 }],
+    ]);
+    expect(second?.labels).toEqual(['confidential']);
+    expect(third).toEqual({ ...second, seq: 3 });
+    // Judged from the log, a value it left out is unknown, never taken as absent or as some value.
+    const at = stateAtEntry(after, second!);
+    expect(Object.entries(at.facts ?? {})).toEqual([
+      ['ids', { value: ['a'] }],
+      ['__proto__', { unknown: expect.stringContaining('not kept in the event log') }],
+    ]);
+    expect(at.labels).toEqual(['confidential']);
+    expect(stateAtEntry(after, first!)).toMatchObject({ facts: short.facts, labels: undefined });
+  });
+
   it('names what is wrong with damaged counters or entries', () => {
     const state = { ...createState('s', 0), log: { capacity: -1, seq: 0, turn: 0 } };
     expect(() => assertState(state)).toThrow(/state\.log.*capacity, seq and turn/);
     expect(sessionLogProblem('nope')).toBe('expected an object');
     expect(() => assertLogEntry({ seq: 1 }, 'log[3]')).toThrow(/log\[3\] is not an event log entry/);
+    const entry = { seq: 1, at: 0, turn: 1, event: { type: 'session-reset' }, index: 0, history: [], usage: [0, 0, 0] };
+    expect(assertLogEntry({ ...entry, labels: ['a'], facts: { f: { omitted: 300 } } }, 'log[0]')).toBeDefined();
+    expect(() => assertLogEntry({ ...entry, labels: [1] }, 'log[0]')).toThrow(/not an event log entry/);
+    expect(() => assertLogEntry({ ...entry, facts: { f: 'a value' } }, 'log[0]')).toThrow(/not an event log entry/);
   });
 });

@@ -15,7 +15,7 @@
  * trimming the oldest never makes a newer one unreadable.
  */
 import type { OrchestrationEvent } from './events.js';
-import type { OrchestrationState } from './state.js';
+import type { FactValue, OrchestrationState } from './state.js';
 
 /** `Omit` applied to each member of a union. */
 type OmitEach<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -51,7 +51,22 @@ export interface SessionLogEntry {
   usage: [number, number, number];
   /** Tokens spent per budgeted step (templates with step budgets only). */
   stepTokens?: Record<string, number>;
+  /** The facts right after the event (absent: none), each as {@link LoggedFact} says. */
+  facts?: Record<string, LoggedFact>;
+  /** The labels raised right after the event, in the order they rose (absent: none). */
+  labels?: string[];
 }
+
+/**
+ * A fact as a log entry keeps it: as the session kept it (its value, or why it is unknown), or,
+ * when its value is more than {@link MAX_LOGGED_FACT_CHARACTERS} characters of JSON, only that
+ * length (`omitted`). Every entry is self-contained, so a fact of thousands of values copied into
+ * each would multiply the log; the session itself keeps the whole value.
+ */
+export type LoggedFact = FactValue | { omitted: number };
+
+/** Longest value of a fact, in characters of JSON, that a log entry copies (see {@link LoggedFact}). */
+export const MAX_LOGGED_FACT_CHARACTERS = 256;
 
 /** The log's counters, kept in the state (`state.log`); the entries are kept by the store. */
 export interface SessionLogState {
@@ -109,6 +124,8 @@ export function appendToLog(
     };
     if (after.activeStep !== undefined) entry.step = after.activeStep;
     if (after.stepTokens !== undefined) entry.stepTokens = after.stepTokens;
+    if (after.facts !== undefined) entry.facts = loggedFacts(after.facts);
+    if (after.labels !== undefined && after.labels.length > 0) entry.labels = after.labels;
     entries.push(entry);
   }
   const next: SessionLogState = { capacity, seq, turn };
@@ -118,6 +135,32 @@ export function appendToLog(
   // keep the entries of each.
   const earlier = pendingEntries.get(state);
   pendingEntries.set(logged, earlier ? [...earlier, ...entries] : entries);
+  return logged;
+}
+
+/**
+ * The facts as entries keep them, by the facts object of the states they were made from. Facts
+ * change only when a call's result sets one, so most entries of a session share one facts object:
+ * each is measured once, not once per entry.
+ */
+const loggedFactsOf = new WeakMap<Readonly<Record<string, FactValue>>, Record<string, LoggedFact>>();
+
+/** `facts` as a log entry keeps them (see {@link LoggedFact}). */
+function loggedFacts(facts: Readonly<Record<string, FactValue>>): Record<string, LoggedFact> {
+  let logged = loggedFactsOf.get(facts);
+  if (logged !== undefined) return logged;
+  logged = {};
+  for (const [name, fact] of Object.entries(facts)) {
+    const characters = 'value' in fact ? (JSON.stringify(fact.value)?.length ?? 0) : 0;
+    // Defined, not assigned: a fact may be named __proto__.
+    Object.defineProperty(logged, name, {
+      value: characters > MAX_LOGGED_FACT_CHARACTERS ? { omitted: characters } : fact,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  loggedFactsOf.set(facts, logged);
   return logged;
 }
 
@@ -146,7 +189,11 @@ export function logEntriesOf(state: OrchestrationState): readonly SessionLogEntr
   return pendingEntries.get(state);
 }
 
-/** The state of the session right after `entry`, as far as the log knows it (no running calls). */
+/**
+ * The state of the session right after `entry`, as far as the log knows it (no running calls). A
+ * fact whose value the entry left out (`omitted`) is unknown there: what the log does not know
+ * must not be judged as known.
+ */
 export function stateAtEntry(current: OrchestrationState, entry: SessionLogEntry): OrchestrationState {
   const [promptTokens, completionTokens, totalTokens] = entry.usage;
   return {
@@ -156,8 +203,22 @@ export function stateAtEntry(current: OrchestrationState, entry: SessionLogEntry
     sequenceIndex: entry.index,
     cumulativeTokenUsage: { promptTokens, completionTokens, totalTokens },
     stepTokens: entry.stepTokens,
+    facts: entry.facts === undefined ? undefined : factsAtEntry(entry.facts),
+    labels: entry.labels,
     pending: undefined,
   };
+}
+
+function factsAtEntry(logged: Readonly<Record<string, LoggedFact>>): Record<string, FactValue> {
+  const facts: Record<string, FactValue> = {};
+  for (const [name, fact] of Object.entries(logged)) {
+    const value: FactValue =
+      'omitted' in fact
+        ? { unknown: `its value (${fact.omitted} characters of JSON) is not kept in the event log` }
+        : fact;
+    Object.defineProperty(facts, name, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return facts;
 }
 
 /** What is wrong with `value` as {@link SessionLogState}, or undefined when nothing is. */
@@ -192,9 +253,22 @@ export function assertLogEntry(value: unknown, where: string): SessionLogEntry {
     entry.history.every((tool) => typeof tool === 'string') &&
     Array.isArray(entry.usage) &&
     entry.usage.length === 3 &&
-    entry.usage.every(isCount);
+    entry.usage.every(isCount) &&
+    (entry.labels === undefined ||
+      (Array.isArray(entry.labels) && entry.labels.every((label) => typeof label === 'string'))) &&
+    (entry.facts === undefined || isLoggedFacts(entry.facts));
   if (!ok) throw new Error(`${where} is not an event log entry (seq, at, turn, event, index, history, usage)`);
   return value as SessionLogEntry;
+}
+
+/** Whether `value` is an object of {@link LoggedFact}s by name. */
+function isLoggedFacts(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  return Object.values(value).every((fact: unknown) => {
+    if (typeof fact !== 'object' || fact === null) return false;
+    const f = fact as Record<string, unknown>;
+    return 'value' in f || typeof f.unknown === 'string' || isCount(f.omitted);
+  });
 }
 
 function isCount(value: unknown): value is number {

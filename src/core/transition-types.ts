@@ -205,7 +205,28 @@ export interface ToolExplanation {
    * Rules on calls whose condition depends on the call's input, so that they may still refuse a
    * call of it, or ask a person to approve one (`effect`: `deny`, `allow`, `approve` or `limit`).
    */
-  readonly rules?: readonly { readonly rule: string; readonly effect: string; readonly reason: string }[];
+  readonly rules?: readonly ExplainedRule[];
+}
+
+/**
+ * A rule on calls that may still decide a call of a tool (see {@link ToolExplanation.rules}), with
+ * what its condition reads of the session's facts and labels (SPEC section 11): what a completed
+ * call's result can change about its answer.
+ */
+export interface ExplainedRule {
+  /** Where the rule is: `rules[0]`, `steps[2].rules[1]`, `policy.rules[0]`. */
+  readonly rule: string;
+  /** `deny`, `allow`, `approve` or `limit`. */
+  readonly effect: string;
+  readonly reason: string;
+  /**
+   * The facts its condition reads (`state.facts.<name>`), by name; every fact the template
+   * declares when it reads them some other way. Absent when it reads none. A rule that reads a
+   * fact that is unknown or not set yet refuses the call, naming the fact.
+   */
+  readonly facts?: readonly string[];
+  /** True when its condition reads the session's labels (`state.labels`). */
+  readonly labels?: true;
 }
 
 /**

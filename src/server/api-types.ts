@@ -72,9 +72,10 @@ export interface ToolStatus {
   reason?: ToolDenial;
   /**
    * Rules on calls whose condition depends on a call's input, so that they may still refuse a
-   * call of the tool or ask a person to approve it (`effect`: `deny`, `allow`, `approve`, `limit`).
+   * call of the tool or ask a person to approve it (`effect`: `deny`, `allow`, `approve`, `limit`),
+   * with the facts (`facts`, by name) and labels (`labels: true`) the condition reads.
    */
-  rules?: { rule: string; effect: string; reason: string }[];
+  rules?: { rule: string; effect: string; reason: string; facts?: string[]; labels?: true }[];
 }
 
 /** `GET /api/sessions/:sessionId` and `POST /api/sessions/:sessionId/reset`. */

@@ -29,7 +29,11 @@ function toolStatuses(explanation: Explanation): ToolStatus[] {
     const status: ToolStatus = tool.reason
       ? { tool: tool.tool, allowed: tool.allowed, reason: tool.reason }
       : { tool: tool.tool, allowed: true };
-    if (tool.rules !== undefined) status.rules = tool.rules.map((rule) => ({ ...rule }));
+    if (tool.rules !== undefined) {
+      status.rules = tool.rules.map(({ facts, ...rule }) =>
+        facts === undefined ? rule : { ...rule, facts: [...facts] },
+      );
+    }
     return status;
   });
 }
@@ -58,7 +62,8 @@ export function sessionEventsResponse(
       at: entry.at,
       turn: entry.turn,
       event: { ...entry.event },
-      state: restingSnapshot(agentId, at, explanation, false),
+      // The entry's own facts: a value it left out shows as left out, not as unknown.
+      state: restingSnapshot(agentId, at, explanation, false, entry.facts),
       tools: toolStatuses(explanation),
     });
   }

@@ -193,6 +193,56 @@ describe('round trip', () => {
   });
 });
 
+describe('facts and labels', () => {
+  const state = sampleState({
+    facts: {
+      quote: { value: { id: 'q1', amount: 120 } },
+      listed_ids: { value: ['a', 'b'] },
+      summary: { unknown: 'its value could not be computed (no such key: text)' },
+    },
+    labels: ['confidential'],
+  });
+  const token = encodeStateToken(state, { keys: [K1], now: clock(T0) });
+  const [version, kid, payload, signature] = token.split('.') as [Version, string, string, string];
+  /** The token's payload with `change` made to its state, under the original signature. */
+  const forged = (change: (s: OrchestrationState) => void): string => {
+    const body = JSON.parse(jsonOf(payload, version)) as { s: OrchestrationState; exp: number };
+    change(body.s);
+    return `${version}.${kid}.${payloadOf(JSON.stringify(body), version)}.${signature}`;
+  };
+
+  it('carries them in the signed payload, and gives them back exactly', () => {
+    expect((JSON.parse(jsonOf(payload, version)) as { s: OrchestrationState }).s).toMatchObject({
+      facts: state.facts,
+      labels: ['confidential'],
+    });
+    // toEqual: the state's unset optional fields (undefined) do not travel in JSON.
+    expect(decodeStateToken(token, { keys: [K1], now: clock(T0) })).toEqual(state);
+  });
+
+  it('rejects a token whose fact or label was changed as bad-signature', () => {
+    const cheaper = (s: OrchestrationState) => {
+      s.facts!.quote = { value: { id: 'q1', amount: 1 } };
+    };
+    const known = (s: OrchestrationState) => {
+      s.facts!.summary = { value: 'anything' };
+    };
+    const listed = (s: OrchestrationState) => {
+      s.facts!.listed_ids = { value: ['a', 'b', 'everything'] };
+    };
+    const lowered = (s: OrchestrationState) => {
+      s.labels = [];
+    };
+    for (const change of [cheaper, known, listed, lowered]) {
+      expect(reasonOf(forged(change)), change.name).toBe('bad-signature');
+      // The same state signed with the key is a valid token: only the signature stops the forgery.
+      const body = JSON.parse(jsonOf(payload, version)) as { s: OrchestrationState; exp: number };
+      change(body.s);
+      expect(reasonOf(handSign(K1, JSON.stringify(body), version)), change.name).toBe('accepted');
+    }
+  });
+});
+
 describe('key rotation', () => {
   const token = encodeStateToken(sampleState(), { keys: [K1], now: clock(T0) });
 

@@ -1,15 +1,25 @@
 /**
  * One line for each logged decision of a session, as the session timeline lists them
- * ("step → ResearchMode", "offered: search", "refused deploy: ...", "a person declined deploy"),
- * and the kind of decision, which the timeline colours by.
+ * ("step → ResearchMode", "offered: search", "refused deploy: ...", "fact quote set by
+ * get_quote", "a person declined deploy"), and the kind of decision, which the timeline colours by.
  */
 import type { LoggedEvent, SessionEventEntry } from './types.js';
 
 /**
  * How the timeline marks a decision: `refusal` is orchestration's (a rule, the step, a budget),
- * `decline` a person's answer to an approval.
+ * `decline` a person's answer to an approval, `fact` a fact set or a label raised.
  */
-export type EventKind = 'step' | 'offer' | 'tool' | 'sequence' | 'refusal' | 'decline' | 'warning' | 'turn' | 'other';
+export type EventKind =
+  | 'step'
+  | 'offer'
+  | 'tool'
+  | 'fact'
+  | 'sequence'
+  | 'refusal'
+  | 'decline'
+  | 'warning'
+  | 'turn'
+  | 'other';
 
 /** A decision as the timeline lists it. */
 export interface EventSummary {
@@ -59,6 +69,13 @@ export function summarizeEvent(event: LoggedEvent): EventSummary {
         kind: 'warning',
         text: `would have refused ${event.tool}${byRule(event.reason)} (shadow mode): ${event.reason.message}`,
       };
+    case 'fact-set':
+      // The value is in the opened state; an unknown fact is news: the rules that read it refuse.
+      return event.unknown === undefined
+        ? { kind: 'fact', text: `fact ${event.fact} set by ${event.tool}` }
+        : { kind: 'warning', text: `fact ${event.fact} unknown after ${event.tool}: ${event.unknown}` };
+    case 'label-raised':
+      return { kind: 'warning', text: `label ${event.label} raised by ${event.tool}` };
     case 'approval-requested':
       return { kind: 'warning', text: `asked a person to approve ${event.tool} (${event.rule}): ${event.reason}` };
     case 'approval-declined':

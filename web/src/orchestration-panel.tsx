@@ -1,11 +1,12 @@
 /**
  * The orchestration as it stands: active step, step graph, sequence, tools allowed or blocked,
- * recent tools, token usage and the last turn's model steps, updated from the stream's
+ * facts and labels, recent tools, token usage and the last turn's model steps, updated from the stream's
  * `data-orchestration` parts and from the session API; then the session timeline, from the
  * session's event log.
  */
 
 import { ActiveStep } from './active-step.js';
+import { declaresFacts, FactsAndLabels } from './facts-and-labels.js';
 import type { LiveTool } from './live-tools.js';
 import { RecentTools } from './recent-tools.js';
 import { SequenceStrip } from './sequence-strip.js';
@@ -36,6 +37,8 @@ export function OrchestrationPanel({
   hasSession: boolean;
 }) {
   const activeStep = snapshot?.activeStep ?? null;
+  // Only agents whose template declares facts or labels get the section (or a session that has some).
+  const showFacts = declaresFacts(agent) || snapshot?.facts !== undefined || snapshot?.labels !== undefined;
   return (
     <section id="orchestration-panel" className="panel orchestration-panel" aria-labelledby="orchestration-title">
       <h2 id="orchestration-title" className="panel-title">
@@ -66,6 +69,13 @@ export function OrchestrationPanel({
             <ToolList tools={tools} agentTools={agent?.tools ?? []} />
           </section>
 
+          {showFacts && (
+            <section className="subpanel" aria-labelledby="facts-title">
+              <h3 id="facts-title">Facts and labels</h3>
+              <FactsAndLabels snapshot={snapshot} />
+            </section>
+          )}
+
           <div className="subpanel-row">
             <section className="subpanel" aria-labelledby="recent-title">
               <h3 id="recent-title">Recently used</h3>
@@ -84,7 +94,12 @@ export function OrchestrationPanel({
         </div>
       </div>
 
-      <SessionTimelinePanel timeline={sessionTimeline} agentTools={agent?.tools ?? []} hasSession={hasSession} />
+      <SessionTimelinePanel
+        timeline={sessionTimeline}
+        agentTools={agent?.tools ?? []}
+        hasSession={hasSession}
+        showFacts={declaresFacts(agent)}
+      />
     </section>
   );
 }

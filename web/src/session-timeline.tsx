@@ -2,11 +2,12 @@
  * The session timeline: every decision the session's event log kept, grouped by user turn
  * (the newest turn open, the older ones folded so the newest decisions are in view), each a
  * button that opens the session as it stood right after that decision: active step, sequence,
- * every tool allowed or blocked and why, recent tools, token usage.
+ * every tool allowed or blocked and why, facts and labels, recent tools, token usage.
  */
 import { useId } from 'react';
 import { ActiveStep } from './active-step.js';
 import { byTurn, loggedEvent, summarizeEvent } from './event-summary.js';
+import { FactsAndLabels } from './facts-and-labels.js';
 import { liveTools } from './live-tools.js';
 import { RecentTools } from './recent-tools.js';
 import { SequenceStrip } from './sequence-strip.js';
@@ -18,8 +19,21 @@ import type { SessionTimeline } from './use-session-timeline.js';
 /** Test ids inside an opened entry start with this, apart from the live panel's. */
 const PREFIX = 'timeline-';
 
-/** The session as it stood right after one logged decision. */
-function TimelineState({ entry, agentTools, id }: { entry: SessionEventEntry; agentTools: string[]; id: string }) {
+/**
+ * The session as it stood right after one logged decision; its facts and labels when `showFacts`
+ * (the agent declares some) or it has some.
+ */
+function TimelineState({
+  entry,
+  agentTools,
+  id,
+  showFacts,
+}: {
+  entry: SessionEventEntry;
+  agentTools: string[];
+  id: string;
+  showFacts: boolean;
+}) {
   const state = entry.state;
   const when = new Date(entry.at).toLocaleTimeString('en-GB');
   return (
@@ -37,6 +51,12 @@ function TimelineState({ entry, agentTools, id }: { entry: SessionEventEntry; ag
           <h4>Tools</h4>
           <ToolList tools={liveTools(agentTools, state, entry.tools)} agentTools={agentTools} testIdPrefix={PREFIX} />
         </section>
+        {(showFacts || state.facts !== undefined || state.labels !== undefined) && (
+          <section>
+            <h4>Facts and labels</h4>
+            <FactsAndLabels snapshot={state} testIdPrefix={PREFIX} />
+          </section>
+        )}
         <section>
           <h4>Recently used</h4>
           <RecentTools tools={state.recentlyUsedTools} testIdPrefix={PREFIX} />
@@ -55,10 +75,12 @@ function TimelineBody({
   timeline,
   agentTools,
   hasSession,
+  showFacts,
 }: {
   timeline: SessionTimeline;
   agentTools: string[];
   hasSession: boolean;
+  showFacts: boolean;
 }) {
   const detailId = useId();
   if (timeline.unavailable !== null) {
@@ -122,7 +144,9 @@ function TimelineBody({
                           <span className="session-event-seq">#{entry.seq}</span>
                           <span className="session-event-text">{text}</span>
                         </button>
-                        {selected && <TimelineState entry={entry} agentTools={agentTools} id={detailId} />}
+                        {selected && (
+                          <TimelineState entry={entry} agentTools={agentTools} id={detailId} showFacts={showFacts} />
+                        )}
                       </li>
                     );
                   })}
@@ -136,15 +160,17 @@ function TimelineBody({
   );
 }
 
-/** The session timeline panel. */
+/** The session timeline panel; `showFacts`: the agent declares facts or labels, so each state shows them. */
 export function SessionTimelinePanel({
   timeline,
   agentTools,
   hasSession,
+  showFacts,
 }: {
   timeline: SessionTimeline;
   agentTools: string[];
   hasSession: boolean;
+  showFacts: boolean;
 }) {
   const titleId = useId();
   return (
@@ -156,7 +182,7 @@ export function SessionTimelinePanel({
           {timeline.error}
         </p>
       )}
-      <TimelineBody timeline={timeline} agentTools={agentTools} hasSession={hasSession} />
+      <TimelineBody timeline={timeline} agentTools={agentTools} hasSession={hasSession} showFacts={showFacts} />
     </section>
   );
 }

@@ -12,6 +12,14 @@ const RULE_EFFECTS: Record<string, string> = {
   limit: 'limited',
 };
 
+/** `, reads facts quote, listed_ids and labels`: what of the session's facts and labels a rule's condition reads. */
+function reads(rule: LiveTool['rules'][number]): string {
+  const read: string[] = [];
+  if (rule.facts !== undefined && rule.facts.length > 0) read.push(`facts ${rule.facts.join(', ')}`);
+  if (rule.labels) read.push('labels');
+  return read.length === 0 ? '' : `, reads ${read.join(' and ')}`;
+}
+
 /**
  * The tool list; before the first message nothing is decided yet, so it names the tools only.
  * `testIdPrefix` keeps the test ids of a second list on the page (the session timeline's) apart.
@@ -79,7 +87,9 @@ export function ToolList({
           {allowed && rules.length > 0 && (
             <span className="tool-reason" data-testid={`${testIdPrefix}tool-rules`}>
               {rules
-                .map((rule) => `${RULE_EFFECTS[rule.effect] ?? rule.effect}: ${rule.reason} (${rule.rule})`)
+                .map(
+                  (rule) => `${RULE_EFFECTS[rule.effect] ?? rule.effect}: ${rule.reason} (${rule.rule}${reads(rule)})`,
+                )
                 .join('; ')}
             </span>
           )}
