@@ -118,10 +118,10 @@ describe.skipIf(!runs)('facts and labels in the inspector, in Chromium', { timeo
 
       await page.getByTestId('message-input').fill('List my files, read the plan and mail it to someone');
       await page.getByTestId('message-input').press('Enter');
-      // A rule's refusal reaches the AI SDK as a denied approval: the card says denied.
+      // A rule's refusal is orchestration's, not a person's: the card says rejected.
       await expect
         .poll(() => page.locator('[data-testid=tool-card][data-tool=send_email]').getAttribute('data-state'))
-        .toBe('denied');
+        .toBe('rejected');
       await page.getByTestId('stop').waitFor({ state: 'detached' });
       expect(sent).toEqual([]);
 
