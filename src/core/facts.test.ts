@@ -167,6 +167,29 @@ describe('labels', () => {
   });
 });
 
+describe('shadow mode', () => {
+  it('runs what a fact or a label would refuse, and reports the refusal naming the fact', () => {
+    const s = session({ ...config, shadow: true });
+    // No listing yet: enforcement would refuse, naming the fact; shadow mode lets it run.
+    expect(s.request('delete_item', { id: 'a' })).toMatchObject({
+      allowed: true,
+      wouldBlock: { code: 'rule', fact: 'listed_ids', message: expect.stringContaining('listed_ids') },
+    });
+    s.call('list_items', { items: [{ id: 'a' }] });
+    expect(s.request('delete_item', { id: 'a' })).not.toHaveProperty('wouldBlock');
+    expect(s.request('delete_item', { id: 'z' })).toMatchObject({
+      allowed: true,
+      wouldBlock: { code: 'rule', message: 'Delete only what was listed' },
+    });
+    // A raised label: what leaves runs, and would have been refused.
+    s.call('read_file', { classification: 'confidential' });
+    expect(s.request('send_email', { to: 'x' })).toMatchObject({
+      allowed: true,
+      wouldBlock: { code: 'rule', message: 'Nothing leaves' },
+    });
+  });
+});
+
 describe('explain()', () => {
   const rulesOf = (s: ReturnType<typeof session>, tool: string) =>
     s.explain().tools.find((t) => t.tool === tool)?.rules;
